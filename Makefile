@@ -1,0 +1,44 @@
+# sluice: the two commands a fresh machine needs are `make run` and `make test`.
+GO        ?= go
+BIN       := bin/sluice
+TOOLS     ?= $(HOME)/.cache/sluice-tools
+export SLUICE_TOOLS := $(TOOLS)
+export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
+
+# Packages on the write path run under the race detector.
+RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/...
+
+.PHONY: build run test deps lint unit bench-restore bench-serve clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+## run: sluice's main job on its embedded default: databases in ./sluice-data,
+## every write replicated to file://./sluice-data/replica, HTTP on 127.0.0.1:8080.
+run: build
+	./$(BIN) serve
+
+## test: install what the tests need (idempotent), then lint and run every test.
+test: deps lint unit
+
+deps:
+	./scripts/install-test-deps.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -timeout 30m $(RACE_PKGS)
+	$(GO) test -timeout 40m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica)(/|$$)')
+
+## bench-restore: seed 001's database, restored by sluice and by Litestream from MinIO.
+bench-restore: build
+	./$(BIN) bench restore
+
+## bench-serve: seed 001's load against sluice serve, the ceiling and the seed-001 stack.
+bench-serve: build
+	./$(BIN) bench serve
+
+clean:
+	rm -rf bin

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/sluicedb/sluice/bench/restorebench"
+)
+
+func init() {
+	register(command{name: "bench", summary: "load tests and benchmarks (bench restore, bench serve)", run: runBench})
+}
+
+// benchCommands are bench's subcommands, each a benchmark that prints its
+// figures beside a reference measured in the same run.
+var benchCommands = map[string]func(ctx context.Context, args []string) error{
+	"restore": runBenchRestore,
+}
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "Usage: sluice bench SUBCOMMAND [flags]\n\nSubcommands:\n  restore   seed 001's database restored by sluice and by Litestream, beside one plain download\n  serve     seed 001's load against sluice serve, a trivial handler and the seed-001 stack")
+		return flag.ErrHelp
+	}
+	run, ok := benchCommands[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown bench subcommand %q", args[0])
+	}
+	return run(ctx, args[1:])
+}
+
+func runBenchRestore(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench restore", flag.ContinueOnError)
+	var o restorebench.Options
+	fs.IntVar(&o.Rows, "rows", 468703, "rows of seed 001's JSON insert")
+	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (seed 001: one per request)")
+	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Sluice, o.Out = self, os.Stdout
+	return restorebench.Run(ctx, o)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progressBar draws a one-line bar on a terminal; elsewhere it stays silent so
+// logs and pipes get no carriage returns.
+type progressBar struct {
+	mu      sync.Mutex
+	w       io.Writer
+	enabled bool
+	last    time.Time
+	drawn   bool
+}
+
+func newProgressBar(w *os.File, quiet bool) *progressBar {
+	fi, err := w.Stat()
+	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return &progressBar{w: w, enabled: tty && !quiet}
+}
+
+func (p *progressBar) update(done, total int64) {
+	if !p.enabled {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) < 50*time.Millisecond && done < total {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	frac := 0.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	n := int(frac * width)
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %s / %s", strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, formatBytes(done), formatBytes(total))
+	p.drawn = true
+}
+
+func (p *progressBar) finish(ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func absPath(p string) (string, error) { return filepath.Abs(p) }

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/compact"
+	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replica/replicaurl"
+)
+
+func init() {
+	register(command{name: "replicate", summary: "stream a database another process writes to a replica (sidecar)", run: runReplicate})
+}
+
+// exitFenced is the exit code when another writer took over the replica.
+const exitFenced = 3
+
+type sidecarFlags struct {
+	configPath       string
+	syncInterval     time.Duration
+	snapshotInterval time.Duration
+	retention        time.Duration
+	l0Retention      time.Duration
+	verbose          bool
+}
+
+func (f *sidecarFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.configPath, "config", "", "YAML config listing databases and replicas (Litestream's dbs: shape works)")
+	fs.DurationVar(&f.syncInterval, "interval", time.Second, "ship committed changes at least this often")
+	fs.DurationVar(&f.snapshotInterval, "snapshot-interval", 0, "write a full snapshot this often (default 1h)")
+	fs.DurationVar(&f.retention, "retention", 0, "keep what restores any point in this window (default 24h)")
+	fs.DurationVar(&f.l0Retention, "l0-retention", 0, "keep per-sync files this long after compaction (default 5m)")
+	fs.BoolVar(&f.verbose, "v", false, "log every shipped file")
+}
+
+// resolve turns flags/config/positional args into targets plus compaction settings.
+func (f *sidecarFlags) resolve(args []string) ([]dbTarget, compact.Config, error) {
+	var cc compact.Config
+	var targets []dbTarget
+	switch {
+	case f.configPath != "" && len(args) > 0:
+		return nil, cc, fmt.Errorf("give either -config or DB_PATH REPLICA_URL, not both")
+	case f.configPath != "":
+		cfg, err := loadSidecarConfig(f.configPath)
+		if err != nil {
+			return nil, cc, err
+		}
+		if targets, err = cfg.targets(); err != nil {
+			return nil, cc, err
+		}
+		cc.SnapshotInterval = time.Duration(cfg.SnapshotInterval)
+		cc.Retention = time.Duration(cfg.Retention)
+		cc.L0Retention = time.Duration(cfg.L0Retention)
+	case len(args) == 2:
+		targets = []dbTarget{{Path: args[0], ReplicaURL: args[1]}}
+	default:
+		return nil, cc, fmt.Errorf("want DB_PATH REPLICA_URL or -config FILE")
+	}
+	for i := range targets {
+		if targets[i].SyncInterval == 0 {
+			targets[i].SyncInterval = f.syncInterval
+		}
+	}
+	if f.snapshotInterval > 0 {
+		cc.SnapshotInterval = f.snapshotInterval
+	}
+	if f.retention > 0 {
+		cc.Retention = f.retention
+	}
+	if f.l0Retention > 0 {
+		cc.L0Retention = f.l0Retention
+	}
+	return targets, cc, nil
+}
+
+func newLogger(verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func runReplicate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("replicate", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nShips every commit of the database to the replica until SIGTERM/SIGINT,\nthen ships everything left and exits 0. Exit code 3: another writer owns the replica.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	var sf sidecarFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	targets, cc, err := sf.resolve(fs.Args())
+	if err != nil {
+		fs.Usage()
+		return err
+	}
+	return replicateAll(ctx, targets, cc, newLogger(sf.verbose))
+}
+
+// replicateAll runs one replicator (and its compactor) per database until ctx
+// ends or one of them fails; the others then ship what they have and stop.
+func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	stores := make([]replica.Store, len(targets))
+	for i, t := range targets {
+		s, err := replicaurl.Open(ctx, t.ReplicaURL)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.Path, err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = replicateOne(ctx, t, stores[i], cc, logger.With("db", t.Path))
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+
+	fenced := false
+	var all []error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, engine.ErrFenced) {
+			fenced = true
+		}
+		all = append(all, fmt.Errorf("%s: %w", targets[i].Path, err))
+	}
+	if fenced {
+		fmt.Fprintln(os.Stderr, "sluice: FENCED: another writer owns a replica; this process shipped nothing it could not own and stopped:", errors.Join(all...))
+		return exitError{code: exitFenced}
+	}
+	return errors.Join(all...)
+}
+
+func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger) error {
+	comp := compact.New(store, cc, logger)
+	compCtx, stopComp := context.WithCancel(context.WithoutCancel(ctx))
+	compDone := make(chan error, 1)
+	go func() { compDone <- comp.Run(compCtx) }()
+	defer func() {
+		stopComp()
+		<-compDone
+	}()
+
+	r := engine.NewReplicator(t.Path, store, engine.ReplicatorOptions{
+		Interval: t.SyncInterval,
+		Logger:   logger,
+		OnShip: func(f replica.LTXFile) {
+			logger.Debug("shipped", "key", f.Key, "bytes", f.Size)
+			comp.Notify(f)
+		},
+	})
+	logger.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
+	return r.Run(ctx)
+}

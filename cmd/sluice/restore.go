@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica/replicaurl"
+	"github.com/sluicedb/sluice/restore"
+)
+
+func init() {
+	register(command{name: "restore", summary: "rebuild a database from a replica, to its latest state or a point in time", run: runRestore})
+}
+
+type restoreFlags struct {
+	out             string
+	txid            string
+	timestamp       string
+	ifReplicaExists bool
+	ifDBNotExists   bool
+	integrityCheck  bool
+	parallelism     int
+	configPath      string
+	quiet           bool
+}
+
+func runRestore(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	var f restoreFlags
+	fs.StringVar(&f.out, "o", "", "output database path (required unless -config names the database)")
+	fs.StringVar(&f.txid, "txid", "", "restore up to this TXID (decimal, or 16 hex digits as in file names)")
+	fs.StringVar(&f.timestamp, "timestamp", "", "restore the state as of this time (RFC 3339)")
+	fs.BoolVar(&f.ifReplicaExists, "if-replica-exists", false, "exit 0 without doing anything if the replica is empty")
+	fs.BoolVar(&f.ifDBNotExists, "if-db-not-exists", false, "exit 0 without doing anything if the output already exists")
+	fs.BoolVar(&f.integrityCheck, "integrity-check", false, "run PRAGMA integrity_check before putting the database in place")
+	fs.IntVar(&f.parallelism, "parallelism", 8, "downloads in flight")
+	fs.StringVar(&f.configPath, "config", "", "sidecar config: restore the database at this path from its configured replica")
+	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("want exactly one REPLICA_URL (or DB_PATH with -config)")
+	}
+	url, out := fs.Arg(0), f.out
+	if f.configPath != "" {
+		t, err := configTarget(f.configPath, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		url = t.ReplicaURL
+		if out == "" {
+			out = t.Path
+		}
+	}
+	if out == "" {
+		return fmt.Errorf("-o OUT is required")
+	}
+
+	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck}
+	if f.txid != "" && f.timestamp != "" {
+		return fmt.Errorf("-txid and -timestamp are exclusive")
+	}
+	if f.txid != "" {
+		id, err := parseTXID(f.txid)
+		if err != nil {
+			return err
+		}
+		opts.TXID = id
+	}
+	if f.timestamp != "" {
+		ts, err := time.Parse(time.RFC3339Nano, f.timestamp)
+		if err != nil {
+			return fmt.Errorf("-timestamp %q: want RFC 3339, e.g. 2026-01-02T15:04:05Z", f.timestamp)
+		}
+		opts.Timestamp = ts
+	}
+
+	if _, err := os.Stat(out); err == nil {
+		if f.ifDBNotExists {
+			fmt.Fprintf(os.Stderr, "%s exists; nothing to restore (-if-db-not-exists)\n", out)
+			return nil
+		}
+		return fmt.Errorf("%s already exists: restore never overwrites; remove it or choose another -o", out)
+	}
+
+	store, err := replicaurl.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	bar := newProgressBar(os.Stderr, f.quiet)
+	opts.Progress = bar.update
+	start := time.Now()
+	res, err := restore.Restore(ctx, store, out, opts)
+	bar.finish(err == nil)
+	if errors.Is(err, restore.ErrNoReplica) && f.ifReplicaExists {
+		fmt.Fprintf(os.Stderr, "%s holds no database; nothing to restore (-if-replica-exists)\n", store)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore from %s: %w", store, err)
+	}
+	fmt.Fprintf(os.Stderr, "restored %s to TXID %s (%d pages of %d bytes) from %d files, %s downloaded in %s\n",
+		out, res.Pos.TXID, res.Pages, res.PageSize, len(res.Files), formatBytes(res.Bytes), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// parseTXID accepts decimal ("42") or the 16-hex-digit form used in file names.
+func parseTXID(s string) (ltx.TXID, error) {
+	if len(s) == 16 {
+		return ltx.ParseTXID(s)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("-txid %q: want a positive decimal TXID or 16 hex digits", s)
+	}
+	return ltx.TXID(n), nil
+}
+
+// configTarget finds dbPath among the config's databases.
+func configTarget(configPath, dbPath string) (dbTarget, error) {
+	cfg, err := loadSidecarConfig(configPath)
+	if err != nil {
+		return dbTarget{}, err
+	}
+	targets, err := cfg.targets()
+	if err != nil {
+		return dbTarget{}, err
+	}
+	want, err := absPath(dbPath)
+	if err != nil {
+		return dbTarget{}, err
+	}
+	for _, t := range targets {
+		if t.Path == want {
+			return t, nil
+		}
+	}
+	return dbTarget{}, fmt.Errorf("%s is not listed in %s", dbPath, configPath)
+}

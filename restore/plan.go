@@ -1,0 +1,180 @@
+// Package restore rebuilds an SQLite database from a replica: it plans the
+// fewest LTX files that reach a target (the latest state, a TXID or a point in
+// time), downloads and decodes them in parallel, keeps the newest version of
+// each page, verifies every checksum and puts the result in place atomically.
+//
+// It imports replica, github.com/superfly/ltx and zombiezen.com/go/sqlite (for
+// the optional integrity check); never engine, compact, server or cmd.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// ErrNoReplica: the replica holds no LTX file at all. Callers implementing
+// -if-replica-exists test for it with errors.Is.
+var ErrNoReplica = errors.New("replica holds no LTX file (nothing to restore)")
+
+// Plan lists the replica once and returns the files that rebuild the target
+// state, oldest first: a file starting at TXID 1 (a snapshot) followed by the
+// files that continue it, the fewest possible.
+func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	levels, err := replica.ListAllLTX(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	files := flatten(levels)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: %w", store, ErrNoReplica)
+	}
+	target := opts.TXID
+	if !opts.Timestamp.IsZero() {
+		if target, err = txidAt(ctx, store, files, opts.Timestamp, opts.parallelism()); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := planChain(files, target)
+	if err != nil {
+		return nil, fmt.Errorf("plan restore from %s: %w", store, err)
+	}
+	return plan, nil
+}
+
+// flatten merges every level into one slice sorted by MinTXID, then MaxTXID.
+func flatten(levels [][]replica.LTXFile) []replica.LTXFile {
+	var files []replica.LTXFile
+	for _, lvl := range levels {
+		files = append(files, lvl...)
+	}
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].MinTXID != files[j].MinTXID {
+			return files[i].MinTXID < files[j].MinTXID
+		}
+		return files[i].MaxTXID < files[j].MaxTXID
+	})
+	return files
+}
+
+// planChain picks the chain of files reaching target (0 = the newest TXID).
+//
+// It is greedy: from the current TXID cur it takes, across all levels, the file
+// that continues the chain (MinTXID <= cur+1 < MaxTXID+1) and reaches furthest
+// without passing the target. Reaching furthest at every step yields the
+// fewest files, and the first step picks the newest snapshot (or any file
+// starting at TXID 1) at or before the target.
+//
+// Overlap is allowed: Litestream's compacted levels need not share boundaries,
+// so a file may start at or before cur. Its pages are the final versions of
+// every page changed in its whole range, a superset of the changes after cur,
+// so laying it over the state at cur yields the state at its MaxTXID. Only
+// files that start exactly at cur+1 can have their PreApplyChecksum checked
+// against the chain; the database checksum at the end checks everything.
+func planChain(files []replica.LTXFile, target ltx.TXID) ([]replica.LTXFile, error) {
+	var latest ltx.TXID
+	for _, f := range files {
+		latest = max(latest, f.MaxTXID)
+	}
+	if target == 0 {
+		target = latest
+	} else if target > latest {
+		return nil, fmt.Errorf("TXID %s (%d) is past the newest TXID in the replica, %s (%d)", target, target, latest, latest)
+	}
+
+	var plan []replica.LTXFile
+	var cur ltx.TXID
+	for cur < target {
+		best, ok := nextFile(files, cur, target)
+		if !ok {
+			return nil, chainError(files, cur, target)
+		}
+		plan = append(plan, best)
+		cur = best.MaxTXID
+	}
+	return plan, nil
+}
+
+// nextFile returns the file that continues the chain at cur and reaches
+// furthest without passing target. Ties go to the file starting exactly at
+// cur+1 (its pre-apply checksum can be checked), then to the smaller file.
+func nextFile(files []replica.LTXFile, cur, target ltx.TXID) (best replica.LTXFile, ok bool) {
+	for _, f := range files {
+		if f.MinTXID > cur+1 {
+			break // sorted by MinTXID: nothing later continues the chain
+		}
+		if f.MaxTXID <= cur || f.MaxTXID > target {
+			continue
+		}
+		if !ok || better(f, best, cur) {
+			best, ok = f, true
+		}
+	}
+	return best, ok
+}
+
+func better(f, than replica.LTXFile, cur ltx.TXID) bool {
+	if f.MaxTXID != than.MaxTXID {
+		return f.MaxTXID > than.MaxTXID
+	}
+	if exact, thanExact := f.MinTXID == cur+1, than.MinTXID == cur+1; exact != thanExact {
+		return exact
+	}
+	if f.Size != than.Size {
+		return f.Size < than.Size
+	}
+	return f.Level > than.Level
+}
+
+// chainError explains why no file continues the chain at cur.
+func chainError(files []replica.LTXFile, cur, target ltx.TXID) error {
+	if cur == 0 {
+		var oldestBase, oldest replica.LTXFile
+		for _, f := range files {
+			if f.MinTXID == 1 && (oldestBase.Key == "" || f.MaxTXID < oldestBase.MaxTXID) {
+				oldestBase = f
+			}
+			if oldest.Key == "" || f.MinTXID < oldest.MinTXID {
+				oldest = f
+			}
+		}
+		if oldestBase.Key == "" {
+			return fmt.Errorf("no snapshot: no file starts at TXID 1 (the oldest, %s, starts at TXID %s); "+
+				"the replica's history is incomplete, restore from another replica", oldest.Key, oldest.MinTXID)
+		}
+		return fmt.Errorf("TXID %s (%d) predates the oldest snapshot %s: retention removed that history; "+
+			"the oldest restorable TXID is %s (%d)", target, target, oldestBase.Key, oldestBase.MaxTXID, oldestBase.MaxTXID)
+	}
+	// A file continues the chain but passes the target: the target lies inside
+	// a compacted file whose finer-grained files were deleted.
+	var over replica.LTXFile
+	for _, f := range files {
+		if f.MinTXID <= cur+1 && f.MaxTXID > target && (over.Key == "" || f.MaxTXID < over.MaxTXID) {
+			over = f
+		}
+	}
+	if over.Key != "" {
+		return fmt.Errorf("TXID %s (%d) lies inside compacted file %s whose per-transaction files were deleted; "+
+			"the nearest restorable TXIDs are %s (%d) and %s (%d)", target, target, over.Key, cur, cur, over.MaxTXID, over.MaxTXID)
+	}
+	next := ltx.TXID(0)
+	for _, f := range files {
+		if f.MinTXID > cur+1 && (next == 0 || f.MinTXID < next) {
+			next = f.MinTXID
+		}
+	}
+	if next == 0 || next > target {
+		next = target + 1
+	}
+	return fmt.Errorf("gap in the replica: the chain reaches TXID %s (%d) but no file holds TXID %s; "+
+		"missing TXIDs %s..%s (%d..%d): the replica is damaged, restore to TXID %d at most or from another replica",
+		cur, cur, cur+1, cur+1, next-1, cur+1, next-1, cur)
+}

