@@ -2,21 +2,64 @@
 // files and ships them to a replica.Store with conditional creates; it also
 // runs the sidecar's replication loop (sync interval, checkpoints, shutdown).
 //
-// It imports replica, wal and compact; it never imports server or cmd.
+// Capture works beside any writer (another process, or the same process on its
+// own connections): sluice only holds a read transaction, plus a write lock
+// for a few milliseconds when it checkpoints.
+//
+// It imports replica, wal, superfly/ltx and zombiezen's SQLite; it never
+// imports server or cmd. Compaction and retention live in package compact,
+// which hooks in through Options.OnShip.
 package engine
 
-// CONTRACT (implemented by the capture work; signatures are fixed so that the
-// server and the CLI can code against them):
-//
-//	type Options struct {
-//		Logger          *slog.Logger
-//		CheckpointPages int           // PASSIVE checkpoint after shipping once the WAL holds this many pages (default 1000)
-//		TruncatePages   int           // TRUNCATE checkpoint past this many pages (default 10000)
-//		OnShip          func(replica.LTXFile) // called after every successful upload (metrics, compaction)
-//	}
-//	func Open(ctx context.Context, path string, store replica.Store, opts Options) (*DB, error)
-//	func (db *DB) Sync(ctx context.Context) (ltx.Pos, error) // ship every committed frame as one LTX file (no-op if none); safe for concurrent use
-//	func (db *DB) Pos() ltx.Pos                             // last position accepted by the store
-//	func (db *DB) Checkpoint(ctx context.Context) error     // ship, then checkpoint under a milliseconds-long write lock
-//	func (db *DB) Close(ctx context.Context) error          // final Sync, then release every lock
-//	var ErrFenced error                                     // wraps replica.ErrExists: another writer owns the next TXID; the DB stops shipping
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Options tunes a DB. The zero value is usable.
+type Options struct {
+	Logger *slog.Logger
+	// CheckpointPages: PASSIVE checkpoint after shipping once the WAL holds
+	// this many frames (default 1000).
+	CheckpointPages int
+	// TruncatePages: also try a TRUNCATE checkpoint once the WAL file is this
+	// many frames long (default 10000).
+	TruncatePages int
+	// OnShip is called after every successful upload (metrics, compaction).
+	// It runs with the DB's lock held: it must not call back into the DB.
+	OnShip func(replica.LTXFile)
+	// RequireMatch makes Open fail with ErrDiverged when the local database
+	// differs from the replica, instead of shipping the difference.
+	RequireMatch bool
+}
+
+const (
+	defaultCheckpointPages = 1000
+	defaultTruncatePages   = 10000
+)
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.CheckpointPages <= 0 {
+		o.CheckpointPages = defaultCheckpointPages
+	}
+	if o.TruncatePages <= 0 {
+		o.TruncatePages = defaultTruncatePages
+	}
+	return o
+}
+
+// ErrFenced means another writer already created the LTX file of the next
+// TXID: this DB stops shipping for good (it never overwrites or forks).
+// It wraps replica.ErrExists.
+var ErrFenced = fmt.Errorf("replica fenced: another writer owns the next transaction: %w", replica.ErrExists)
+
+// ErrDiverged means the local database differs from the replica's latest
+// state and Options.RequireMatch forbids shipping the difference: restore the
+// database from the replica, then open it again.
+var ErrDiverged = errors.New("local database differs from the replica")

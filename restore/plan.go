@@ -43,7 +43,7 @@ func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTX
 			return nil, err
 		}
 	}
-	plan, err := planChain(files, target)
+	plan, err := planSorted(files, target)
 	if err != nil {
 		return nil, fmt.Errorf("plan restore from %s: %w", store, err)
 	}
@@ -65,7 +65,18 @@ func flatten(levels [][]replica.LTXFile) []replica.LTXFile {
 	return files
 }
 
-// planChain picks the chain of files reaching target (0 = the newest TXID).
+// Chain returns the fewest files, oldest first, that rebuild the state at
+// target (0 = the newest TXID) from files, a listing of any levels in any
+// order. It reads nothing: Plan and the compactor share it.
+func Chain(files []replica.LTXFile, target ltx.TXID) ([]replica.LTXFile, error) {
+	if len(files) == 0 {
+		return nil, ErrNoReplica
+	}
+	return planSorted(flatten([][]replica.LTXFile{files}), target)
+}
+
+// planSorted picks the chain of files reaching target (0 = the newest TXID)
+// from files sorted by MinTXID.
 //
 // It is greedy: from the current TXID cur it takes, across all levels, the file
 // that continues the chain (MinTXID <= cur+1 < MaxTXID+1) and reaches furthest
@@ -79,7 +90,7 @@ func flatten(levels [][]replica.LTXFile) []replica.LTXFile {
 // so laying it over the state at cur yields the state at its MaxTXID. Only
 // files that start exactly at cur+1 can have their PreApplyChecksum checked
 // against the chain; the database checksum at the end checks everything.
-func planChain(files []replica.LTXFile, target ltx.TXID) ([]replica.LTXFile, error) {
+func planSorted(files []replica.LTXFile, target ltx.TXID) ([]replica.LTXFile, error) {
 	var latest ltx.TXID
 	for _, f := range files {
 		latest = max(latest, f.MaxTXID)

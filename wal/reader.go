@@ -131,3 +131,23 @@ func (r *Reader) CommitChecksum() Checksum { return r.commitSum }
 // CommitSize is the database size in pages of the last commit frame returned,
 // 0 if none was.
 func (r *Reader) CommitSize() uint32 { return r.commit }
+
+// FrameHeader is a decoded 24-byte frame header.
+type FrameHeader struct {
+	Pgno, Commit uint32
+	Salt1, Salt2 uint32
+	Checksum     Checksum
+}
+
+// ParseFrameHeader decodes a frame header without validating it.
+func ParseFrameHeader(b []byte) (FrameHeader, error) {
+	if len(b) < FrameHeaderSize {
+		return FrameHeader{}, fmt.Errorf("WAL frame header: %d bytes, need %d", len(b), FrameHeaderSize)
+	}
+	be := binary.BigEndian
+	return FrameHeader{
+		Pgno: be.Uint32(b[0:]), Commit: be.Uint32(b[4:]),
+		Salt1: be.Uint32(b[8:]), Salt2: be.Uint32(b[12:]),
+		Checksum: Checksum{be.Uint32(b[16:]), be.Uint32(b[20:])},
+	}, nil
+}

@@ -12,11 +12,11 @@ import (
 
 // conn implements Conn over one zombiezen connection.
 type conn struct {
-	c         *sqlite.Conn
-	g         *guard
-	timeout   time.Duration // per-statement time limit
-	readOnly  bool
-	cached    map[string]bool // statements zombiezen caches on this connection
+	c        *sqlite.Conn
+	g        *guard
+	timeout  time.Duration // per-statement time limit
+	readOnly bool
+	cached   map[string]bool // statements zombiezen caches on this connection
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
@@ -93,10 +93,16 @@ func (c *conn) Exec(ctx context.Context, st Stmt) (Result, error) {
 	if strings.TrimSpace(st.SQL) == "" {
 		return Result{}, errorf(CodeBadRequest, http.StatusBadRequest, "empty SQL statement")
 	}
+	if firstKeyword(st.SQL) == "VACUUM" {
+		// VACUUM INTO writes a file anywhere; plain VACUUM rewrites the whole
+		// database under the write lock. Neither belongs on a shared server.
+		return Result{}, errorf(CodeForbidden, http.StatusForbidden, "statement refused: VACUUM is not available through the server")
+	}
 	_, done := c.withDeadline(ctx)
+	c.g.reason = ""
 	res, err := c.exec(st)
 	fired := done()
-	return res, sqlError(err, fired)
+	return res, sqlErrorWhy(err, fired, c.g.reason)
 }
 
 func (c *conn) exec(st Stmt) (Result, error) {
@@ -257,10 +263,10 @@ func bind(s *sqlite.Stmt, i int, v Value) {
 func (c *conn) Describe(ctx context.Context, sql string) (Description, error) {
 	_, done := c.withDeadline(ctx)
 	defer done()
-	c.g.writes = false
+	c.g.writes, c.g.reason = false, ""
 	s, _, err := c.c.PrepareTransient(sql)
 	if err != nil {
-		return Description{}, sqlError(err, false)
+		return Description{}, sqlErrorWhy(err, false, c.g.reason)
 	}
 	if s == nil {
 		return Description{ReadOnly: true}, nil

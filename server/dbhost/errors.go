@@ -27,6 +27,11 @@ func errorf(code string, status int, msg string) *Error {
 // name (SQLITE_CONSTRAINT_UNIQUE, ...) and a fitting HTTP status. timedOut
 // says whether the statement deadline (not the caller) fired.
 func sqlError(err error, timedOut bool) error {
+	return sqlErrorWhy(err, timedOut, "")
+}
+
+// sqlErrorWhy is sqlError with the guard's reason for a refused statement.
+func sqlErrorWhy(err error, timedOut bool, why string) error {
 	if err == nil {
 		return nil
 	}
@@ -42,6 +47,11 @@ func sqlError(err error, timedOut bool) error {
 			"statement interrupted: it ran longer than the server's statement time limit")
 	case code == sqlite.ResultInterrupt || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return errorf(CodeTimeout, http.StatusRequestTimeout, "statement interrupted: the request was cancelled or timed out")
+	case strings.HasSuffix(msg, "not authorized") && code.ToPrimary() == sqlite.ResultError:
+		// load_extension() reports this: extension loading is disabled.
+		return errorf(CodeForbidden, http.StatusForbidden, "statement refused: loading extensions is disabled on this server")
+	case code == sqlite.ResultAuth && why != "":
+		return errorf(CodeForbidden, http.StatusForbidden, "statement refused: "+why)
 	case code == sqlite.ResultAuth:
 		return errorf(CodeForbidden, http.StatusForbidden,
 			msg+" (ATTACH, DETACH, VACUUM INTO, load_extension and pragmas outside the safe list are refused)")

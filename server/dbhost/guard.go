@@ -11,7 +11,10 @@ import (
 // or change the connection's durability settings, and records whether the
 // statement being prepared writes, so Describe can report ReadOnly.
 type guard struct {
-	writes bool // set during prepare when an action modifies the database
+	writes  bool // set during prepare when an action modifies the database
+	noTx    bool // the group writer: requests run inside the group's transaction
+	allowTx bool // set while the writer itself runs BEGIN/COMMIT/ROLLBACK
+	reason  string
 }
 
 // safePragmas maps the pragmas clients may run to whether they may also be
@@ -38,14 +41,22 @@ func (g *guard) Authorize(a sqlite.Action) sqlite.AuthResult {
 	switch db := a.Database(); db {
 	case "", "main", "temp":
 	default:
+		g.reason = "access to a schema other than main (VACUUM INTO, attached files) is refused"
 		return sqlite.AuthResultDeny
 	}
 	switch a.Type() {
 	case sqlite.OpAttach, sqlite.OpDetach:
+		g.reason = "ATTACH and DETACH are refused"
 		return sqlite.AuthResultDeny
+	case sqlite.OpTransaction:
+		if g.noTx && !g.allowTx {
+			g.reason = "BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction (use a batch, or an interactive session)"
+			return sqlite.AuthResultDeny
+		}
 	case sqlite.OpPragma:
 		settable, ok := safePragmas[strings.ToLower(a.Pragma())]
 		if !ok || (a.PragmaArg() != "" && !settable) {
+			g.reason = "PRAGMA " + a.Pragma() + " is not on the server's safe list"
 			return sqlite.AuthResultDeny
 		}
 		if a.PragmaArg() != "" {

@@ -1,0 +1,144 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/sluicedb/sluice/bench/report"
+	"github.com/sluicedb/sluice/bench/scenario"
+	"github.com/sluicedb/sluice/bench/targets"
+	"github.com/sluicedb/sluice/internal/minioproc"
+)
+
+// ServeOptions is issue 3's benchmark: seed 001's load against sluice serve
+// (sync → MinIO), the ceiling and the seed-001 stack.
+type ServeOptions struct {
+	VUs      int
+	Duration time.Duration
+	Warmup   time.Duration
+	Sluice   string
+	Out      io.Writer
+	JSON     string
+}
+
+// Targets of issue 3: sluice ≥ 2× the seed-001 stack and ≥ 0.6× the ceiling.
+const (
+	TargetVsSeed001 = 2.0
+	TargetVsCeiling = 0.6
+)
+
+// ServeResult holds the three runs.
+type ServeResult struct {
+	Sluice, Ceiling, Seed001 *report.Report
+}
+
+// Serve runs the benchmark and prints the figures and the ratios.
+func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
+	s, _ := scenario.Get("put-object")
+	dir, err := os.MkdirTemp("", "sluice-bench-serve-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
+	env := &targets.Env{Sluice: o.Sluice, Dir: dir, Bucket: "bench"}
+	if env.Peer, err = targets.PeerBinary(ctx, o.Sluice, dir); err != nil {
+		return nil, err
+	}
+	say("starting MinIO…")
+	m, err := minioproc.Start(ctx, filepath.Join(dir, "minio"))
+	if err != nil {
+		return nil, err
+	}
+	defer m.Stop()
+	if err := m.CreateBucket(ctx, env.Bucket); err != nil {
+		return nil, err
+	}
+	env.MinIO = m
+
+	runOn := func(kind string) (*report.Report, error) {
+		say("put-object, %d VUs, %s: %s…", o.VUs, o.Duration, kind)
+		srv, err := startTarget(ctx, env, kind)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Stop()
+		t := scenario.Target{BaseURL: srv.URL, DB: s.DB, Protocol: srv.Protocol}
+		opts := RunOptions{Scenario: s, Target: t, Label: srv.Name, VUs: o.VUs, Duration: o.Duration, Warmup: o.Warmup}
+		if kind == "ceiling" {
+			return runCeiling(ctx, opts)
+		}
+		out, err := Run(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, srv.Logs())
+		}
+		return out.Report, nil
+	}
+	var res ServeResult
+	if res.Sluice, err = runOn("sluice-sync"); err != nil {
+		return nil, err
+	}
+	if res.Ceiling, err = runOn("ceiling"); err != nil {
+		return nil, err
+	}
+	if res.Seed001, err = runOn("seed001"); err != nil {
+		return nil, err
+	}
+
+	say("\nsluice bench serve — seed 001's load (POST inserting its JSON row), %d keep-alive connections, %s after a %s warm-up", o.VUs, o.Duration, o.Warmup)
+	say("%s, %d CPUs shared by the load generator and the server; replicas on a local MinIO\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
+	say("| %-50s | %9s | %9s | %9s | %8s |", "target", "req/s", "p50", "p99", "failures")
+	say("|%s|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9))
+	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Seed001} {
+		say("| %-50s | %9.0f | %9s | %9s | %8d |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK)
+	}
+	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Seed001.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
+	say("")
+	say("sluice / seed-001 stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsSeed001, met(vsSeed >= TargetVsSeed001))
+	say("sluice / ceiling        = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
+	say("load generator: %.2f cores during the sluice run", res.Sluice.GeneratorCores)
+	if o.JSON != "" {
+		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Seed001}); err != nil {
+			return &res, err
+		}
+	}
+	return &res, nil
+}
+
+// runCeiling loads the trivial handler with the same request sluice gets.
+func runCeiling(ctx context.Context, o RunOptions) (*report.Report, error) {
+	o.Target.Protocol = scenario.JSON
+	o.Target.DB = "ceiling"
+	out, err := runNoSetup(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func dashes(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '-'
+	}
+	return string(b)
+}

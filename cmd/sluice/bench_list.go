@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/bench/suite"
+	"github.com/sluicedb/sluice/replica/replicaurl"
+)
+
+func init() {
+	benchCommands["list"] = runBenchList
+	benchCommands["ceiling-server"] = runCeilingServer
+}
+
+// runBenchList is seed 003's benchmark: LIST latency against object count.
+func runBenchList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench list", flag.ContinueOnError)
+	counts := fs.String("objects", "1000,5000,15000", "object counts to measure at, comma-separated")
+	parallel := fs.String("parallel", "1,8,32", "concurrent listers, comma-separated")
+	runs := fs.Int("runs", 5, "sequential LISTs per count (median reported)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: sluice bench list [flags] REPLICA_URL\n\nCreates objects under a scratch prefix of REPLICA_URL, times LIST sequentially and with\nparallel listers at each count, then deletes them.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("want exactly one REPLICA_URL")
+	}
+	o := suite.ListOptions{Runs: *runs, Out: os.Stdout}
+	var err error
+	if o.Counts, err = ints(*counts); err != nil {
+		return fmt.Errorf("-objects: %w", err)
+	}
+	if o.Parallel, err = ints(*parallel); err != nil {
+		return fmt.Errorf("-parallel: %w", err)
+	}
+	o.Store, err = replicaurl.Open(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer o.Store.Close()
+	_, err = suite.List(ctx, o)
+	return err
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runCeilingServer is the benchmarks' ceiling: an HTTP handler that reads the
+// request and answers 204, in its own process, so that the load generator
+// measures this machine's HTTP round trip and nothing else.
+func runCeilingServer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench ceiling-server", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8090", "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *listen, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { <-ctx.Done(); srv.Close() }()
+	if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}

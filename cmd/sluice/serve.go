@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/sluicedb/sluice/server"
+)
+
+func init() {
+	register(command{name: "serve", summary: "serve many SQLite databases over HTTP (Hrana + JSON), every write durable in the bucket", run: runServe})
+}
+
+// tokenFlags collects repeated -token TOKEN[:ro|rw[:db1,db2]] flags.
+type tokenFlags []server.TokenConfig
+
+func (t *tokenFlags) String() string { return fmt.Sprintf("%d tokens", len(*t)) }
+
+func (t *tokenFlags) Set(v string) error {
+	parts := strings.SplitN(v, ":", 3)
+	tc := server.TokenConfig{Token: parts[0], Access: "rw"}
+	if len(parts) > 1 {
+		tc.Access = parts[1]
+	}
+	if len(parts) > 2 && parts[2] != "" {
+		tc.Databases = strings.Split(parts[2], ",")
+	}
+	*t = append(*t, tc)
+	return nil
+}
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\n\nFlags (override the config file):")
+		fs.PrintDefaults()
+	}
+	def := server.Defaults()
+	configPath := fs.String("config", "", "YAML config file (tokens, limits, group and Hrana tuning; $VARS are expanded)")
+	data := fs.String("data", def.DataDir, "directory holding the databases")
+	replicaURL := fs.String("replica", def.Replica, "replica URL (file://, s3://, gs://, abs://)")
+	listen := fs.String("listen", def.Listen, "HTTP listen address")
+	durability := fs.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit")
+	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
+	var tokens tokenFlags
+	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg := def
+	if *configPath != "" {
+		var err error
+		if cfg, err = server.LoadConfig(*configPath); err != nil {
+			return err
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "data":
+			cfg.DataDir = *data
+		case "replica":
+			cfg.Replica = *replicaURL
+		case "listen":
+			cfg.Listen = *listen
+		case "durability":
+			cfg.Durability = *durability
+		case "allow-unauthenticated-remote":
+			cfg.AllowUnauthenticatedRemote = *allowRemote
+		}
+	})
+	cfg.Tokens = append(cfg.Tokens, tokens...)
+	srv, err := server.New(ctx, cfg, newLogger(*verbose), version)
+	if err != nil {
+		return err
+	}
+	return srv.ListenAndServe(ctx)
+}

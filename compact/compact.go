@@ -1,0 +1,183 @@
+// Package compact bounds a replica's footprint: it merges level-0 LTX files
+// into coarser levels and periodic level-9 snapshots, and deletes what the
+// retention window no longer needs, working from the store alone (never the
+// local database) so it also handles replicas Litestream wrote.
+//
+// It imports replica, restore (for the restore chain it must never break) and
+// github.com/superfly/ltx; never engine, server or cmd.
+package compact
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Level is one compaction level: every Interval (aligned to the clock, as
+// Litestream does) the files of the level below are merged into one file here.
+type Level struct {
+	Level    int
+	Interval time.Duration
+}
+
+// Config tunes compaction and retention. Zero values take the defaults.
+type Config struct {
+	Levels           []Level       // default {1, 30s}, {2, 5m}, {3, 1h}
+	SnapshotInterval time.Duration // default 1h: a level-9 snapshot this often
+	Retention        time.Duration // default 24h: keep what restores any point in this window
+	L0Retention      time.Duration // default 5m: level-0 files compacted into level 1 are deleted after this
+}
+
+// Defaults (documented in the README's config reference).
+var (
+	DefaultLevels           = []Level{{1, 30 * time.Second}, {2, 5 * time.Minute}, {3, time.Hour}}
+	DefaultSnapshotInterval = time.Hour
+	DefaultRetention        = 24 * time.Hour
+	DefaultL0Retention      = 5 * time.Minute
+)
+
+func (c Config) withDefaults() Config {
+	if len(c.Levels) == 0 {
+		c.Levels = DefaultLevels
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.L0Retention <= 0 {
+		c.L0Retention = DefaultL0Retention
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for i, l := range c.Levels {
+		if l.Level != i+1 || l.Level >= replica.SnapshotLevel {
+			return fmt.Errorf("compact: levels must be numbered 1, 2, ... up to %d in order; got level %d at position %d",
+				replica.SnapshotLevel-1, l.Level, i+1)
+		}
+		if l.Interval <= 0 {
+			return fmt.Errorf("compact: level %d needs a positive interval", l.Level)
+		}
+	}
+	return nil
+}
+
+// deleteBatch is the most keys per Delete call (S3's DeleteObjects limit).
+const deleteBatch = 1000
+
+// Compactor compacts and prunes one replica. Notify and the passes may run
+// on different goroutines.
+type Compactor struct {
+	store  replica.Store
+	cfg    Config
+	cfgErr error
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	pending []replica.LTXFile // announced by Notify, not yet indexed
+
+	passMu      sync.Mutex // one pass at a time; guards the fields below
+	idx         *index
+	lastCompact map[int]time.Time // per level (9 = snapshots): when it was last due
+}
+
+// New returns a compactor for store. Invalid levels make every pass fail
+// with an error saying why.
+func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	return &Compactor{store: store, cfg: cfg, cfgErr: cfg.validate(), log: logger.With("replica", store.String()),
+		lastCompact: map[int]time.Time{}}
+}
+
+// Notify tells the compactor about a level-0 file the capture uploaded. It
+// never touches the store.
+func (c *Compactor) Notify(f replica.LTXFile) {
+	c.mu.Lock()
+	c.pending = append(c.pending, f)
+	c.mu.Unlock()
+}
+
+// Run compacts on a one-second tick until ctx is cancelled. Passes with
+// nothing to do make no store request. Errors are logged, and retried on a
+// later tick.
+func (c *Compactor) Run(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if err := c.CompactOnce(ctx, now); err != nil && ctx.Err() == nil {
+				c.log.Warn("compaction pass failed; retrying on the next tick", "err", err)
+			}
+		}
+	}
+}
+
+// Stats reports the replica's footprint as the compactor knows it (zero
+// before the first pass).
+func (c *Compactor) Stats() Stats {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if c.idx == nil {
+		return Stats{}
+	}
+	return c.idx.stats()
+}
+
+// CompactOnce runs one pass at time now: compaction of every level that is
+// due, a snapshot if due, then retention. The first pass lists the store;
+// later passes work from memory and make no request unless there is work.
+func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
+	if c.cfgErr != nil {
+		return c.cfgErr
+	}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if c.idx == nil {
+		idx, err := loadIndex(ctx, c.store)
+		if err != nil {
+			return fmt.Errorf("compact: list %s: %w", c.store, err)
+		}
+		c.idx = idx
+		for _, l := range c.cfg.Levels {
+			if e, ok := idx.newest(l.Level); ok {
+				c.lastCompact[l.Level] = e.written
+			}
+		}
+		if e, ok := idx.newest(replica.SnapshotLevel); ok {
+			c.lastCompact[replica.SnapshotLevel] = e.written
+		}
+	}
+
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, f := range pending {
+		c.idx.add(entry{LTXFile: f, written: now})
+	}
+
+	// Every step below decides from memory whether it has work; a pass with
+	// nothing due makes no store request (DESIGN.md invariant 4).
+	for _, l := range c.cfg.Levels {
+		if err := c.compactLevel(ctx, l, now); err != nil {
+			return err // higher levels build on this one
+		}
+	}
+	if err := c.snapshot(ctx, now); err != nil {
+		return err
+	}
+	return c.enforceRetention(ctx, now)
+}

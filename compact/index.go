@@ -1,0 +1,132 @@
+package compact
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// entry is one LTX file the compactor knows of, with the time it was
+// written: the object's ModTime for files found by the start-up listing (they
+// may be Litestream's), the pass's clock for files announced by Notify or
+// written by the compactor itself.
+type entry struct {
+	replica.LTXFile
+	written time.Time
+}
+
+// index is the compactor's in-memory copy of the replica's LTX listing: one
+// LIST per level at start, then kept current by Notify and the compactor's own
+// writes and deletes, so steady state never LISTs (DESIGN.md invariant 4).
+type index struct {
+	levels [replica.MaxLevel + 1][]entry // each sorted by MinTXID, then MaxTXID
+}
+
+func loadIndex(ctx context.Context, store replica.Store) (*index, error) {
+	idx := &index{}
+	for level := 0; level <= replica.MaxLevel; level++ {
+		objs, err := store.List(ctx, replica.LTXLevelPrefix(level))
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			lvl, min, max, err := replica.ParseLTXKey(o.Key)
+			if err != nil || lvl != level {
+				continue
+			}
+			idx.add(entry{LTXFile: replica.LTXFile{Level: lvl, MinTXID: min, MaxTXID: max, Size: o.Size, Key: o.Key}, written: o.ModTime})
+		}
+	}
+	return idx, nil
+}
+
+func (idx *index) add(e entry) {
+	lvl := idx.levels[e.Level]
+	i := sort.Search(len(lvl), func(i int) bool {
+		if lvl[i].MinTXID != e.MinTXID {
+			return lvl[i].MinTXID > e.MinTXID
+		}
+		return lvl[i].MaxTXID >= e.MaxTXID
+	})
+	if i < len(lvl) && lvl[i].Key == e.Key {
+		return // already known (Notify after a listing that saw it)
+	}
+	lvl = append(lvl, entry{})
+	copy(lvl[i+1:], lvl[i:])
+	lvl[i] = e
+	idx.levels[e.Level] = lvl
+}
+
+func (idx *index) remove(keys map[string]bool) {
+	for level, files := range idx.levels {
+		kept := files[:0]
+		for _, f := range files {
+			if !keys[f.Key] {
+				kept = append(kept, f)
+			}
+		}
+		idx.levels[level] = kept
+	}
+}
+
+// maxTXID is the highest TXID held at level (0 if empty).
+func (idx *index) maxTXID(level int) ltx.TXID {
+	var m ltx.TXID
+	for _, f := range idx.levels[level] {
+		m = max(m, f.MaxTXID)
+	}
+	return m
+}
+
+// newest is the file with the highest MaxTXID at level.
+func (idx *index) newest(level int) (entry, bool) {
+	var best entry
+	ok := false
+	for _, f := range idx.levels[level] {
+		if !ok || f.MaxTXID > best.MaxTXID {
+			best, ok = f, true
+		}
+	}
+	return best, ok
+}
+
+func (idx *index) all() []replica.LTXFile {
+	var out []replica.LTXFile
+	for _, files := range idx.levels {
+		for _, f := range files {
+			out = append(out, f.LTXFile)
+		}
+	}
+	return out
+}
+
+func (idx *index) entries() []entry {
+	var out []entry
+	for _, files := range idx.levels {
+		out = append(out, files...)
+	}
+	return out
+}
+
+// Stats is the replica's footprint as the compactor knows it.
+type Stats struct {
+	Objects  int
+	Bytes    int64
+	PerLevel [replica.MaxLevel + 1]int
+}
+
+func (idx *index) stats() Stats {
+	var s Stats
+	for level, files := range idx.levels {
+		s.PerLevel[level] = len(files)
+		s.Objects += len(files)
+		for _, f := range files {
+			s.Bytes += f.Size
+		}
+	}
+	return s
+}

@@ -1,0 +1,30 @@
+package compact
+
+import (
+	"os"
+	"testing"
+)
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fastTempDir is a temp directory on tmpfs when the machine has one: the
+// file store fsyncs every object, and an hour of simulated writes is
+// thousands of objects; durability is not what these tests check.
+func fastTempDir(t testing.TB) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "sluice-compact-test-")
+		if err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}

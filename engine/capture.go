@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/wal"
+)
+
+// errChangedWhileReading: a page read twice during one full read differed
+// (the log was restarted under a read-mark-0 reader). The read is redone.
+var errChangedWhileReading = errors.New("database changed while it was being read; retrying")
+
+// capture turns the committed frames past the cursor into one pending LTX
+// file. It runs right after rotateRead, under the new read transaction.
+func (db *DB) capture() error {
+	if db.resyncWhy != "" {
+		return db.resync(db.resyncWhy)
+	}
+	walFile, err := os.Open(db.walPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("open WAL %s: %w", db.walPath, err)
+	}
+	defer walFile.Close()
+
+	hdr, err := wal.ReadHeader(walFile)
+	if errors.Is(err, io.EOF) || errors.Is(err, wal.ErrInvalidHeader) {
+		// Truncated (or never written): by the read-transaction argument the
+		// old log was fully captured.
+		db.wcur, db.walIndex = cursor{}, map[uint32]int64{}
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read WAL header of %s: %w", db.walPath, err)
+	}
+	if hdr.PageSize != db.pageSize {
+		return db.resync(fmt.Sprintf("WAL page size %d differs from %d", hdr.PageSize, db.pageSize))
+	}
+
+	start, sum := db.wcur.off, db.wcur.sum
+	newGen := !db.wcur.ok || !hdr.SameSalts(db.wcur.hdr)
+	if newGen {
+		start, sum = wal.HeaderSize, hdr.Checksum
+		db.log.Debug("new WAL generation", "salt1", hdr.Salt1, "checkpoint_seq", hdr.CheckpointSeq)
+	} else if st, err := walFile.Stat(); err != nil {
+		return fmt.Errorf("stat WAL %s: %w", db.walPath, err)
+	} else if st.Size() < start {
+		return db.resync(fmt.Sprintf("WAL is %d bytes, shorter than the captured offset %d with the same salts", st.Size(), start))
+	}
+
+	r, err := wal.NewReader(walFile, hdr, start, sum)
+	if err != nil {
+		return db.resync(err.Error())
+	}
+	pages := map[uint32][]byte{} // newest committed version of each page
+	offsets := map[uint32]int64{}
+	txPages, txOffsets := map[uint32][]byte{}, map[uint32]int64{}
+	var commit uint32
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			db.resyncWhy = "WAL read error"
+			return fmt.Errorf("read WAL %s: %w", db.walPath, err)
+		}
+		txPages[f.Pgno] = append([]byte(nil), f.Data...)
+		txOffsets[f.Pgno] = f.Offset
+		if f.Commit != 0 {
+			for p, d := range txPages {
+				pages[p], offsets[p] = d, txOffsets[p]
+			}
+			clear(txPages)
+			clear(txOffsets)
+			commit = f.Commit
+		}
+	}
+	end := cursor{ok: true, hdr: hdr, off: r.CommitOffset(), sum: r.CommitChecksum()}
+
+	if commit == 0 { // nothing committed past the cursor
+		if !newGen && r.Stopped() == wal.StopChecksum && r.Offset() == start {
+			// Usually a frame being written right now; if it is still broken
+			// on the next capture, SQLite's log and ours disagree.
+			if db.brokenAt != nil && *db.brokenAt == db.wcur {
+				return db.resync("WAL checksum chain broken at the captured offset")
+			}
+			at := db.wcur
+			db.brokenAt = &at
+			return nil
+		}
+		db.brokenAt = nil
+		if newGen {
+			db.wcur, db.walIndex = end, map[uint32]int64{}
+		}
+		return nil
+	}
+	db.brokenAt = nil
+
+	oldIndex := db.walIndex
+	if newGen {
+		oldIndex = map[uint32]int64{}
+	}
+	// Pages the database grew by without a frame of their own (the lock page
+	// aside, SQLite normally writes them all) come from the older frames of
+	// this log or from the DB file.
+	lock := ltx.LockPgno(db.pageSize)
+	ship := map[uint32][]byte{}
+	for p, d := range pages {
+		if p <= commit && p != lock {
+			ship[p] = d
+		}
+	}
+	var v *view
+	defer func() {
+		if v != nil {
+			v.dbFile.Close()
+		}
+	}()
+	readOld := func(pgno uint32) ([]byte, error) {
+		if v == nil {
+			dbFile, err := os.Open(db.path)
+			if err != nil {
+				return nil, fmt.Errorf("open database %s: %w", db.path, err)
+			}
+			v = &view{dbFile: dbFile, walFile: walFile, pageSize: db.pageSize, index: oldIndex, cur: db.wcur}
+		}
+		buf := make([]byte, db.pageSize)
+		return buf, v.readPage(pgno, buf)
+	}
+	for p := db.commit + 1; p <= commit; p++ {
+		if _, ok := ship[p]; !ok && p != lock {
+			d, err := readOld(p)
+			if err != nil {
+				return err
+			}
+			ship[p] = d
+		}
+	}
+	if len(ship) == 0 && commit == db.commit {
+		// Only pages past the commit size changed: nothing to ship.
+		db.advance(end, newGen, offsets)
+		return nil
+	}
+	if len(ship) == 0 { // a pure shrink still needs one page in the file
+		d, err := readOld(1)
+		if err != nil {
+			return err
+		}
+		ship[1] = d
+	}
+
+	x := db.xor
+	newSums := make(map[uint32]ltx.Checksum, len(ship))
+	h := ltx.NewHasher()
+	for p, d := range ship {
+		c := ltx.ChecksumPageWithHasher(h, p, d)
+		if p <= db.commit {
+			x ^= db.checksums[p-1]
+		}
+		x ^= c
+		newSums[p] = c
+	}
+	for p := commit + 1; p <= db.commit; p++ {
+		x ^= db.checksums[p-1]
+	}
+	pre, post := ltx.ChecksumFlag|db.xor, ltx.ChecksumFlag|x
+	txid := db.txid + 1
+	data, n, err := encodeLTX(db.pageSize, commit, txid, pre, post, mapSource(ship))
+	if err != nil {
+		return fmt.Errorf("database %s: %w", db.path, err)
+	}
+
+	if commit < db.commit {
+		db.checksums = db.checksums[:commit]
+	}
+	for uint32(len(db.checksums)) < commit {
+		db.checksums = append(db.checksums, 0)
+	}
+	for p, c := range newSums {
+		db.checksums[p-1] = c
+	}
+	db.commit, db.xor, db.txid = commit, x, txid
+	db.advance(end, newGen, offsets)
+	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	return nil
+}
+
+// advance moves the WAL cursor past newly captured frames.
+func (db *DB) advance(end cursor, newGen bool, offsets map[uint32]int64) {
+	if newGen {
+		db.walIndex = map[uint32]int64{}
+	}
+	for p, off := range offsets {
+		db.walIndex[p] = off
+	}
+	db.wcur = end
+}
+
+// resync reads the whole database under the read transaction and ships every
+// page whose checksum differs from the captured state. It is exact whatever
+// happened to the log; it only costs a full read.
+func (db *DB) resync(reason string) error {
+	db.log.Warn("resynchronising by full read", "reason", reason)
+	v, closeFiles, err := db.openView()
+	if err != nil {
+		db.resyncWhy = reason
+		return err
+	}
+	defer closeFiles()
+	if v.pageSize != db.pageSize {
+		db.resyncWhy = reason
+		return fmt.Errorf("database %s: page size changed from %d to %d; sluice cannot continue this replica: restore or start a new replica", db.path, db.pageSize, v.pageSize)
+	}
+	sums, err := v.checksums()
+	if err != nil {
+		db.resyncWhy = reason
+		return err
+	}
+	var diff []uint32
+	lock := ltx.LockPgno(v.pageSize)
+	for p := uint32(1); p <= v.commit; p++ {
+		if p != lock && (p > db.commit || sums[p-1] != db.checksums[p-1]) {
+			diff = append(diff, p)
+		}
+	}
+	if err := db.captureView(v, sums, diff, ltx.Pos{TXID: db.txid, PostApplyChecksum: ltx.ChecksumFlag | db.xor}); err != nil {
+		db.resyncWhy = reason
+		return err
+	}
+	db.resyncWhy, db.brokenAt = "", nil
+	return nil
+}
+
+// allPages lists 1..commit without the lock page.
+func allPages(commit, pageSize uint32) []uint32 {
+	lock := ltx.LockPgno(pageSize)
+	pgnos := make([]uint32, 0, commit)
+	for p := uint32(1); p <= commit; p++ {
+		if p != lock {
+			pgnos = append(pgnos, p)
+		}
+	}
+	return pgnos
+}
+
+// captureView makes the view the captured state and, unless nothing changed,
+// encodes the listed pages (every page when pre.TXID is 0: a snapshot) as the
+// file after pre. Each page is read again and must match its checksum.
+func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.Pos) error {
+	x := xorAll(sums)
+	post := ltx.ChecksumFlag | x
+	if pre.TXID == 0 {
+		pgnos = allPages(v.commit, v.pageSize)
+	}
+	if pre.TXID != 0 && len(pgnos) == 0 && v.commit == db.commit && post == pre.PostApplyChecksum {
+		db.adopt(v, sums, pre.TXID)
+		return nil
+	}
+	if len(pgnos) == 0 {
+		pgnos = []uint32{1}
+	}
+	txid := pre.TXID + 1
+	src := func(yield func(uint32, []byte) error) error {
+		buf := make([]byte, v.pageSize)
+		h := ltx.NewHasher()
+		for _, p := range pgnos {
+			if err := v.readPage(p, buf); err != nil {
+				return err
+			}
+			if ltx.ChecksumPageWithHasher(h, p, buf) != sums[p-1] {
+				return errChangedWhileReading
+			}
+			if err := yield(p, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	data, n, err := encodeLTX(v.pageSize, v.commit, txid, pre.PostApplyChecksum, post, src)
+	if err != nil {
+		return fmt.Errorf("database %s: %w", db.path, err)
+	}
+	db.adopt(v, sums, txid)
+	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	return nil
+}
+
+// adopt makes a full view the captured state at txid.
+func (db *DB) adopt(v *view, sums []ltx.Checksum, txid ltx.TXID) {
+	db.pageSize, db.commit, db.checksums, db.xor, db.txid = v.pageSize, v.commit, sums, xorAll(sums), txid
+	db.wcur, db.walIndex = v.cur, v.index
+}

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/superfly/ltx"
+	"zombiezen.com/go/sqlite"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/wal"
+)
+
+// DB captures one SQLite database into one replica. Its methods are safe for
+// concurrent use; they serialise on one mutex.
+//
+// Why frames cannot be lost between two Syncs (the read-transaction argument):
+// one of readers[] always holds a read transaction. A reader holding WAL
+// read-mark i>0 forbids a WAL restart or truncation (both need every read-mark
+// 1..N exclusively) and any backfill past its mark, so every frame after the
+// cursor stays in the log. A reader that got read-mark 0 got it only because
+// the log was fully backfilled when it began; the frames then in the log were
+// all captured already (each capture reads to the end of the log after its
+// reader began). While mark 0 is held no backfill can happen at all (a
+// checkpoint needs read-lock 0 exclusively), so the log can be restarted at
+// most once — the restart itself needs a fully backfilled log, and nothing
+// written after the restart can be backfilled — and a restart seen later (new
+// salts) therefore means: the old log was fully captured, read the new one
+// from its first frame. Rotation opens the new reader before ending the old
+// one, so there is never a moment with no reader.
+type DB struct {
+	path, walPath string
+	store         replica.Store
+	opts          Options
+	log           *slog.Logger
+
+	mu      sync.Mutex
+	lock    *sqlite.Conn    // takes the write lock for checkpoints
+	readers [2]*sqlite.Conn // readers[cur] holds the read transaction
+	cur     int
+	reading bool
+
+	// Captured state: the database as of the last captured commit.
+	pageSize  uint32
+	commit    uint32
+	checksums []ltx.Checksum   // per page, index pgno-1; 0 for the lock page
+	xor       ltx.Checksum     // XOR of checksums; the DB checksum is ChecksumFlag|xor
+	txid      ltx.TXID         // TXID of the last captured file
+	wcur      cursor           // WAL cursor just past the last captured commit frame
+	walIndex  map[uint32]int64 // pgno -> newest captured frame offset in the current WAL generation
+	brokenAt  *cursor          // the chain was broken at this cursor on the previous capture
+	resyncWhy string           // non-empty: the next capture must resync by diff
+
+	pos     ltx.Pos      // last position accepted by the store
+	pending *pendingFile // captured, not yet accepted
+	fenced  error
+	closed  bool
+}
+
+// Open starts capturing the database at path into store. The database file
+// must exist; Open switches it to WAL mode if needed, reads it consistently
+// and compares it with the replica's latest position (see Options.RequireMatch).
+func Open(ctx context.Context, path string, store replica.Store, opts Options) (*DB, error) {
+	opts = opts.withDefaults()
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("database %s does not exist: create it (or restore it from the replica) before replicating: %w", path, err)
+		}
+		return nil, fmt.Errorf("stat database %s: %w", path, err)
+	}
+	db := &DB{
+		path: path, walPath: path + "-wal", store: store, opts: opts,
+		log:      opts.Logger.With("db", path),
+		walIndex: map[uint32]int64{},
+	}
+	if err := db.openConns(ctx); err != nil {
+		db.closeConns()
+		return nil, err
+	}
+	replicaPos, err := replica.LatestPos(ctx, store)
+	if err != nil {
+		db.closeConns()
+		return nil, fmt.Errorf("open %s: read the replica's position: %w", path, err)
+	}
+	// A full read can race a WAL restart (see view.readPage); it then fails
+	// its own verification and is simply done again.
+	for attempt := 1; ; attempt++ {
+		err = db.start(replicaPos)
+		if err == nil || !errors.Is(err, errChangedWhileReading) || attempt == 3 {
+			break
+		}
+		if err = db.rotateRead(ctx); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		db.closeConns()
+		return nil, err
+	}
+	if db.pending != nil {
+		if err := db.upload(ctx); errors.Is(err, ErrFenced) {
+			db.closeConns()
+			return nil, err
+		} else if err != nil {
+			db.log.Warn("first upload failed; the next Sync retries it", "err", err)
+		}
+	}
+	return db, nil
+}
+
+func (db *DB) openConns(ctx context.Context) error {
+	var err error
+	if db.lock, err = openConn(db.path); err != nil {
+		return err
+	}
+	mode := ""
+	err = execRows(ctx, db.lock, "PRAGMA journal_mode=WAL", func(s *sqlite.Stmt) { mode = s.ColumnText(0) })
+	if err != nil {
+		return fmt.Errorf("set WAL mode on %s: %w", db.path, err)
+	} else if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("set WAL mode on %s: journal mode stays %q (is another process holding it in exclusive mode?)", db.path, mode)
+	}
+	for i := range db.readers {
+		if db.readers[i], err = openConn(db.path); err != nil {
+			return err
+		}
+	}
+	if err := beginRead(ctx, db.readers[0]); err != nil {
+		return fmt.Errorf("begin the read transaction on %s: %w", db.path, err)
+	}
+	db.cur, db.reading = 0, true
+	return nil
+}
+
+func (db *DB) closeConns() {
+	for _, c := range append([]*sqlite.Conn{db.lock}, db.readers[:]...) {
+		if c != nil {
+			_ = endTx(c)
+			_ = c.Close()
+		}
+	}
+	db.reading = false
+}
+
+// start reads the whole database and positions the DB against the replica.
+func (db *DB) start(replicaPos ltx.Pos) error {
+	v, closeFiles, err := db.openView()
+	if err != nil {
+		return err
+	}
+	defer closeFiles()
+	if v.pageSize == 0 || v.commit == 0 {
+		return fmt.Errorf("database %s has no pages yet: open it once the application has created it", db.path)
+	}
+	sums, err := v.checksums()
+	if err != nil {
+		return err
+	}
+	local := ltx.ChecksumFlag | xorAll(sums)
+	switch {
+	case replicaPos.TXID == 0:
+		db.log.Info("empty replica: shipping a snapshot", "replica", db.store.String(), "pages", v.commit)
+	case replicaPos.PostApplyChecksum == local:
+		db.log.Info("database matches the replica; continuing", "replica", db.store.String(), "txid", replicaPos.TXID.String())
+		db.adopt(v, sums, replicaPos.TXID)
+		db.pos = replicaPos
+		return nil
+	case db.opts.RequireMatch:
+		return fmt.Errorf("%w: %s has checksum %s, replica %s is at TXID %s with checksum %s; restore the database from the replica",
+			ErrDiverged, db.path, local, db.store, replicaPos.TXID, replicaPos.PostApplyChecksum)
+	default:
+		db.log.Warn("database differs from the replica: shipping every page as the next TXID",
+			"replica", db.store.String(), "replica_txid", replicaPos.TXID.String(),
+			"replica_checksum", replicaPos.PostApplyChecksum.String(), "local_checksum", local.String())
+	}
+	db.pos = replicaPos
+	return db.captureView(v, sums, allPages(v.commit, v.pageSize), replicaPos)
+}
+
+// openView opens the database and WAL files and reads a consistent view.
+func (db *DB) openView() (*view, func(), error) {
+	dbFile, err := os.Open(db.path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database %s: %w", db.path, err)
+	}
+	walFile, err := os.Open(db.walPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		walFile = nil
+	} else if err != nil {
+		dbFile.Close()
+		return nil, nil, fmt.Errorf("open WAL %s: %w", db.walPath, err)
+	}
+	closeFiles := func() {
+		dbFile.Close()
+		if walFile != nil {
+			walFile.Close()
+		}
+	}
+	v, err := openView(dbFile, walFile)
+	if err != nil {
+		closeFiles()
+		return nil, nil, fmt.Errorf("read %s: %w", db.path, err)
+	}
+	return v, closeFiles, nil
+}
+
+// rotateRead begins a read transaction on the spare connection, then ends the
+// old one: never a moment without one (see the DB doc comment).
+func (db *DB) rotateRead(ctx context.Context) error {
+	next := 1 - db.cur
+	if err := beginRead(ctx, db.readers[next]); err != nil {
+		return fmt.Errorf("begin a read transaction on %s: %w", db.path, err)
+	}
+	if db.reading {
+		if err := endTx(db.readers[db.cur]); err != nil {
+			db.log.Warn("end the previous read transaction", "err", err)
+		}
+	}
+	db.cur, db.reading = next, true
+	return nil
+}
+
+// Pos returns the last position accepted by the store.
+func (db *DB) Pos() ltx.Pos {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.pos
+}
+
+func (db *DB) usable() error {
+	if db.fenced != nil {
+		return db.fenced
+	}
+	if db.closed {
+		return fmt.Errorf("database %s: replication is closed", db.path)
+	}
+	return nil
+}
+
+// Sync ships every committed frame not shipped yet as one LTX file and returns
+// the position the store has accepted. With nothing new it makes no store
+// request and takes no lock. After an ErrFenced it refuses every call.
+func (db *DB) Sync(ctx context.Context) (ltx.Pos, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.usable(); err != nil {
+		return db.pos, err
+	}
+	if err := db.syncLocked(ctx); err != nil {
+		return db.pos, err
+	}
+	if db.wcur.frames() >= int64(db.opts.CheckpointPages) {
+		if err := db.checkpointLocked(ctx); errors.Is(err, ErrFenced) {
+			return db.pos, err
+		} else if err != nil {
+			db.log.Warn("automatic checkpoint failed; will try again after the next change", "err", err)
+		}
+	}
+	return db.pos, nil
+}
+
+func (db *DB) syncLocked(ctx context.Context) error {
+	if err := db.upload(ctx); err != nil {
+		return err
+	}
+	changed, err := db.walChanged()
+	if err != nil || !changed {
+		return err
+	}
+	if err := db.rotateRead(ctx); err != nil {
+		return err
+	}
+	if err := db.capture(); err != nil {
+		return err
+	}
+	return db.upload(ctx)
+}
+
+// walChanged is the idle check: a stat-level look at the WAL header and the
+// frame at the cursor, with no lock and no store request.
+func (db *DB) walChanged() (bool, error) {
+	if db.resyncWhy != "" {
+		return true, nil
+	}
+	f, err := os.Open(db.walPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("open WAL %s: %w", db.walPath, err)
+	}
+	defer f.Close()
+	hdr, err := wal.ReadHeader(f)
+	if errors.Is(err, io.EOF) || errors.Is(err, wal.ErrInvalidHeader) {
+		// An empty log: changed only if we still track frames of an old one.
+		return db.wcur.ok && db.wcur.off > wal.HeaderSize, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read WAL header of %s: %w", db.walPath, err)
+	}
+	if !db.wcur.ok || !hdr.SameSalts(db.wcur.hdr) {
+		return true, nil
+	}
+	fh := make([]byte, wal.FrameHeaderSize)
+	if n, _ := f.ReadAt(fh, db.wcur.off); n < len(fh) {
+		// Nothing past the cursor, unless the log is shorter than the cursor
+		// with the same salts: inconsistent, capture will resync.
+		st, err := f.Stat()
+		return err == nil && st.Size() < db.wcur.off, nil
+	}
+	frame, _ := wal.ParseFrameHeader(fh)
+	return frame.Salt1 == hdr.Salt1 && frame.Salt2 == hdr.Salt2, nil
+}
+
+// Close ships what is left (unless fenced) and releases every lock and
+// connection. It is safe to call twice.
+func (db *DB) Close(ctx context.Context) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	var err error
+	if db.fenced == nil {
+		err = db.syncLocked(ctx)
+	}
+	db.closeConns()
+	db.closed = true
+	return err
+}

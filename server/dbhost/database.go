@@ -1,0 +1,205 @@
+package dbhost
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// database is one hosted database: a writer goroutine that runs write groups,
+// a shipper goroutine that makes them durable, a pool of read connections,
+// and interactive sessions on connections of their own.
+type database struct {
+	name  string
+	path  string
+	opts  *Options
+	log   *slog.Logger
+	store replica.Store
+	rep   Replicator
+
+	writer  *conn
+	readers chan *conn
+
+	gate    sync.RWMutex // Write holds it shared while enqueueing; close takes it to stop intake
+	closed  bool
+	writeCh chan *writeReq
+	shipCh  chan *group
+	done    chan struct{} // closed when the writer and shipper have stopped
+
+	fenced   atomic.Bool
+	sessMu   sync.Mutex
+	sessions map[*session]struct{}
+
+	lossMu          sync.Mutex
+	unshipped       int       // commits not yet accepted by the store
+	oldestUnshipped time.Time // when the oldest of them committed
+
+	compactStop func()
+}
+
+// writeReq is one Write call waiting for its group.
+type writeReq struct {
+	ctx      context.Context
+	fn       func(Conn) error
+	err      error
+	bookmark Bookmark
+	done     chan struct{}
+}
+
+// group is one committed transaction: the requests it answers and when it committed.
+type group struct {
+	reqs      []*writeReq
+	committed time.Time
+}
+
+func (db *database) Name() string { return db.name }
+
+func (db *database) bookmark() Bookmark { return Bookmark(db.rep.Pos().TXID) }
+
+func (db *database) unavailable(msg string) *Error {
+	return errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(db.name)+": "+msg)
+}
+
+func (db *database) fencedError() *Error {
+	return db.unavailable("stopped taking writes: another writer owns its replica (fenced); nothing more is acknowledged. Restart the server that should own it")
+}
+
+// Read runs fn on a pooled read-only connection.
+func (db *database) Read(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+	db.gate.RLock() // close waits for reads in flight
+	defer db.gate.RUnlock()
+	if db.closed {
+		return 0, db.unavailable("closing; retry")
+	}
+	var c *conn
+	select {
+	case c = <-db.readers:
+	case <-ctx.Done():
+		return 0, sqlError(ctx.Err(), false)
+	}
+	defer func() { db.readers <- c }()
+	err := runFn(c, fn)
+	if !c.Autocommit() { // fn left a transaction open: end it so the pool stays clean
+		_ = execSimple(c.c, "ROLLBACK")
+	}
+	return db.bookmark(), err
+}
+
+// Write queues fn for the next write group and waits until the group is
+// durable (sync) or committed (async).
+func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+	if db.fenced.Load() {
+		return 0, db.fencedError()
+	}
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+	db.gate.RLock()
+	if db.closed {
+		db.gate.RUnlock()
+		return 0, db.unavailable("closing; retry")
+	}
+	select {
+	case db.writeCh <- req:
+		db.gate.RUnlock()
+	case <-ctx.Done():
+		db.gate.RUnlock()
+		return 0, sqlError(ctx.Err(), false)
+	}
+	select {
+	case <-req.done:
+		return req.bookmark, req.err
+	case <-ctx.Done():
+		// The request may still commit; the caller has gone, so nobody learns it.
+		return 0, sqlError(ctx.Err(), false)
+	}
+}
+
+// runFn calls fn, turning a panic into an error so one request cannot take
+// the writer goroutine down.
+func runFn(c *conn, fn func(Conn) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errorf("INTERNAL", http.StatusInternalServerError, fmt.Sprintf("panic while running request: %v", p))
+		}
+	}()
+	return fn(c)
+}
+
+func (db *database) noteCommitted(t time.Time) {
+	db.lossMu.Lock()
+	if db.unshipped == 0 {
+		db.oldestUnshipped = t
+	}
+	db.unshipped++
+	db.lossMu.Unlock()
+}
+
+func (db *database) noteShipped(n int) {
+	db.lossMu.Lock()
+	db.unshipped -= n
+	if db.unshipped <= 0 {
+		db.unshipped = 0
+		db.oldestUnshipped = time.Time{}
+	}
+	db.lossMu.Unlock()
+}
+
+// Stats describes one open database for listings and metrics.
+type Stats struct {
+	Name            string
+	TXID            uint64
+	Unshipped       int       // commits not yet in the bucket (the async loss window)
+	OldestUnshipped time.Time // commit time of the oldest of them; zero if none
+	Fenced          bool
+}
+
+func (db *database) stats() Stats {
+	db.lossMu.Lock()
+	defer db.lossMu.Unlock()
+	return Stats{Name: db.name, TXID: uint64(db.rep.Pos().TXID), Unshipped: db.unshipped,
+		OldestUnshipped: db.oldestUnshipped, Fenced: db.fenced.Load()}
+}
+
+// close stops intake, lets the writer finish what is queued, ships it, and
+// closes every connection and the replicator.
+func (db *database) close(ctx context.Context) error {
+	db.gate.Lock()
+	already := db.closed
+	db.closed = true
+	if !already {
+		close(db.writeCh)
+	}
+	db.gate.Unlock()
+	if already {
+		<-db.done
+		return nil
+	}
+	<-db.done
+	db.sessMu.Lock()
+	open := make([]*session, 0, len(db.sessions))
+	for s := range db.sessions {
+		open = append(open, s)
+	}
+	db.sessMu.Unlock()
+	for _, s := range open {
+		s.Close(ctx)
+	}
+	err := db.rep.Close(ctx)
+	if db.compactStop != nil {
+		db.compactStop()
+	}
+	db.writer.close()
+	close(db.readers)
+	for c := range db.readers {
+		c.close()
+	}
+	if err != nil && !db.opts.Replication.fenced(err) {
+		return fmt.Errorf("close database %q: final upload to %s failed: %w", db.name, db.store, err)
+	}
+	return nil
+}

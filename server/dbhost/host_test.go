@@ -1,0 +1,650 @@
+package dbhost
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replica/file"
+	"github.com/sluicedb/sluice/restore"
+	"zombiezen.com/go/sqlite"
+)
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func newFileStore(t testing.TB) replica.Store {
+	s, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newHost(t testing.TB, store replica.Store, dir string, mod func(*Options)) *Host {
+	opts := Options{DataDir: dir, Store: store, Replication: EngineReplication(testLogger(t), nil), Logger: testLogger(t)}
+	if mod != nil {
+		mod(&opts)
+	}
+	h, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func mustExec(t testing.TB, c Conn, sql string, args ...Value) Result {
+	t.Helper()
+	res, err := c.Exec(context.Background(), Stmt{SQL: sql, Args: args, WantRows: true})
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return res
+}
+
+func write(t testing.TB, db Database, sql string, args ...Value) Bookmark {
+	t.Helper()
+	b, err := db.Write(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: sql, Args: args})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("write %s: %v", sql, err)
+	}
+	return b
+}
+
+func queryInt(t testing.TB, db Database, sql string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := db.Read(context.Background(), func(c Conn) error {
+		res, err := c.Exec(context.Background(), Stmt{SQL: sql, WantRows: true})
+		if err == nil {
+			n = res.Rows[0][0].Int
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// restoredCount restores the replica of name into a fresh file and counts rows of t.
+func restoredCount(t testing.TB, store replica.Store, name, query string) int64 {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := restore.Restore(context.Background(), Sub(store, name), out, restore.Options{}); err != nil {
+		t.Fatalf("restore %s: %v", name, err)
+	}
+	c, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, _, err := c.PrepareTransient(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Finalize()
+	if row, err := st.Step(); err != nil || !row {
+		t.Fatalf("%s on restored db: %v", query, err)
+	}
+	return st.ColumnInt64(0)
+}
+
+func TestValuesRoundTripExactly(t *testing.T) {
+	h := newHost(t, newFileStore(t), t.TempDir(), nil)
+	db, err := h.Create(context.Background(), "vals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE v(i INTEGER, f REAL, s TEXT, b BLOB, n)")
+	big := int64(1<<62 + 7) // beyond 2^53: would be rounded through float64
+	in := []Value{{Type: Integer, Int: big}, {Type: Float, Float: 1.5}, {Type: Text, Text: "héllo\x00x"}, {Type: Blob, Blob: []byte{0, 1, 255}}, {Type: Null}}
+	write(t, db, "INSERT INTO v VALUES (?,?,?,?,?)", in...)
+	var got []Value
+	if _, err := db.Read(context.Background(), func(c Conn) error {
+		res := mustExec(t, c, "SELECT i, f, s, b, n FROM v")
+		got = res.Rows[0]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if got[i].Type != in[i].Type || got[i].Int != in[i].Int || got[i].Float != in[i].Float || got[i].Text != in[i].Text || string(got[i].Blob) != string(in[i].Blob) {
+			t.Errorf("column %d: got %+v, want %+v", i, got[i], in[i])
+		}
+	}
+	// Named arguments with each prefix.
+	if _, err := db.Write(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO v(i, s, b) VALUES (:a, @b, $c)",
+			NamedArgs: map[string]Value{":a": {Type: Integer, Int: 2}, "@b": {Type: Text, Text: "x"}, "c": {Type: Blob, Blob: []byte("y")}}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM v WHERE i = 2 AND s = 'x' AND b = x'79'"); n != 1 {
+		t.Fatalf("named args row count = %d, want 1", n)
+	}
+}
+
+func TestGuardRefusesFileAccess(t *testing.T) {
+	h := newHost(t, newFileStore(t), t.TempDir(), nil)
+	db, err := h.Get(context.Background(), DefaultDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	outside := filepath.Join(t.TempDir(), "stolen.db")
+	for _, sql := range []string{
+		"ATTACH DATABASE '" + outside + "' AS x",
+		"VACUUM INTO '" + outside + "'",
+		"SELECT load_extension('/tmp/evil.so')",
+		"PRAGMA journal_mode=DELETE",
+		"PRAGMA temp_store_directory='/tmp'",
+		"BEGIN",
+		"COMMIT",
+	} {
+		run := func(c Conn) error {
+			_, err := c.Exec(context.Background(), Stmt{SQL: sql})
+			return err
+		}
+		_, werr := db.Write(context.Background(), run)
+		_, rerr := db.Read(context.Background(), run)
+		s, err := db.Session(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		serr := run(s)
+		s.Close(context.Background())
+		if werr == nil {
+			t.Errorf("%s in a write group: accepted", sql)
+		}
+		for path, err := range map[string]error{"read": rerr, "session": serr} {
+			if sql == "BEGIN" || sql == "COMMIT" {
+				continue // allowed on readers and sessions
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeForbidden || e.Status != 403 {
+				t.Errorf("%s on a %s connection: got %v, want FORBIDDEN", sql, path, err)
+			}
+		}
+	}
+	if _, err := os.Stat(outside); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file outside the data directory was created: %v", err)
+	}
+	// The database still works and the guard left reads alone.
+	write(t, db, "INSERT INTO t VALUES (1)")
+	if n := queryInt(t, db, "SELECT count(*) FROM t"); n != 1 {
+		t.Fatalf("count = %d", n)
+	}
+	if n := queryInt(t, db, "PRAGMA user_version"); n != 0 {
+		t.Fatalf("user_version = %d", n)
+	}
+}
+
+func TestStatementTimeoutInterrupts(t *testing.T) {
+	h := newHost(t, newFileStore(t), t.TempDir(), func(o *Options) { o.StatementTimeout = 200 * time.Millisecond })
+	db, err := h.Get(context.Background(), DefaultDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	long := "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT count(*) FROM r"
+	start := time.Now()
+	_, err = db.Read(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: long})
+		return err
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeTimeout {
+		t.Fatalf("long read: got %v, want TIMEOUT", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("interrupt took %s", time.Since(start))
+	}
+	// A long write in a group: SQLite rolls the whole transaction back on
+	// interrupt; the other requests of the group must still commit.
+	d := db.(*database)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // occupies the writer so the next requests form one group
+		defer wg.Done()
+		db.Write(context.Background(), func(c Conn) error { <-release; return nil })
+	}()
+	for len(d.writeCh) != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = db.Write(context.Background(), func(c Conn) error {
+				sql := "INSERT INTO t VALUES (1)"
+				if i == 2 {
+					sql = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) INSERT INTO t SELECT i FROM r"
+				}
+				_, err := c.Exec(context.Background(), Stmt{SQL: sql})
+				return err
+			})
+		}()
+	}
+	for len(d.writeCh) < len(errs) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if i == 2 {
+			if !errors.As(err, &e) || e.Code != CodeTimeout {
+				t.Errorf("long insert: got %v, want TIMEOUT", err)
+			}
+		} else if err != nil {
+			t.Errorf("request %d of the group: %v", i, err)
+		}
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM t"); n != 4 {
+		t.Fatalf("rows = %d, want the 4 requests that did not time out", n)
+	}
+}
+
+type groupRecorder struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (g *groupRecorder) GroupCommitted(db string, n int, d time.Duration) {
+	g.mu.Lock()
+	g.sizes = append(g.sizes, n)
+	g.mu.Unlock()
+}
+func (g *groupRecorder) Synced(string, time.Duration, error) {}
+func (g *groupRecorder) Shipped(string, replica.LTXFile)     {}
+
+func TestGroupCommitOneFailureLeavesOthersCommitted(t *testing.T) {
+	store := newFileStore(t)
+	rec := &groupRecorder{}
+	h := newHost(t, store, t.TempDir(), func(o *Options) { o.Observer = rec })
+	db, err := h.Create(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	write(t, db, "INSERT INTO t VALUES (1000, 'taken')")
+	d := db.(*database)
+	release := make(chan struct{})
+	go db.Write(context.Background(), func(c Conn) error { <-release; return nil })
+	for len(d.writeCh) != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	const n = 40
+	errs := make([]error, n)
+	books := make([]Bookmark, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := int64(i)
+			if i == 17 {
+				id = 1000 // duplicate primary key: this request alone fails
+			}
+			books[i], errs[i] = db.Write(context.Background(), func(c Conn) error {
+				_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (?, 'x')", Args: []Value{{Type: Integer, Int: id}}})
+				return err
+			})
+		}()
+	}
+	for len(d.writeCh) < n {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		var e *Error
+		if i == 17 {
+			if !errors.As(err, &e) || !strings.HasPrefix(e.Code, "SQLITE_CONSTRAINT") || e.Status != 409 {
+				t.Errorf("duplicate insert: got %v, want SQLITE_CONSTRAINT 409", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+		if books[i] == 0 {
+			t.Errorf("request %d: no bookmark", i)
+		}
+	}
+	rec.mu.Lock()
+	biggest := 0
+	for _, s := range rec.sizes {
+		biggest = max(biggest, s)
+	}
+	rec.mu.Unlock()
+	if biggest != n {
+		t.Fatalf("largest group had %d requests, want all %d queued requests in one group", biggest, n)
+	}
+	if got := queryInt(t, db, "SELECT count(*) FROM t"); got != n {
+		t.Fatalf("local rows = %d, want %d", got, n)
+	}
+	// Sync durability: every acknowledged write is in the bucket.
+	if got := restoredCount(t, store, "g", "SELECT count(*) FROM t"); got != n {
+		t.Fatalf("restored rows = %d, want %d", got, n)
+	}
+}
+
+func TestEveryAcknowledgedWriteIsInTheBucket(t *testing.T) {
+	store := newFileStore(t)
+	h := newHost(t, store, t.TempDir(), nil)
+	db, err := h.Create(context.Background(), "acks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	var last Bookmark
+	for i := 1; i <= 5; i++ {
+		b := write(t, db, "INSERT INTO t VALUES (?)", Value{Type: Integer, Int: int64(i)})
+		if b <= last {
+			t.Fatalf("bookmark did not advance: %d after %d", b, last)
+		}
+		last = b
+		if got := restoredCount(t, store, "acks", "SELECT count(*) FROM t"); got != int64(i) {
+			t.Fatalf("after write %d the bucket restores %d rows", i, got)
+		}
+	}
+	// Concurrent writers: after all return, the bucket holds every one.
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := db.Write(context.Background(), func(c Conn) error {
+				_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (-1)"})
+				return err
+			}); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d concurrent writes failed", failed.Load())
+	}
+	if got := restoredCount(t, store, "acks", "SELECT count(*) FROM t"); got != 69 {
+		t.Fatalf("bucket restores %d rows, want 69", got)
+	}
+}
+
+func TestRestartWithoutDataDirRestoresFromBucket(t *testing.T) {
+	store := newFileStore(t)
+	dir := t.TempDir()
+	h := newHost(t, store, dir, nil)
+	db, err := h.Create(context.Background(), "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	write(t, db, "INSERT INTO t VALUES (42)")
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHost(t, store, dir, nil)
+	if _, err := h2.Get(context.Background(), "missing"); err == nil || err.(*Error).Status != 404 {
+		t.Fatalf("unknown database: got %v, want 404", err)
+	}
+	db2, err := h2.Get(context.Background(), "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, db2, "SELECT sum(x) FROM t"); n != 42 {
+		t.Fatalf("restored sum = %d", n)
+	}
+	// It continues the same history.
+	write(t, db2, "INSERT INTO t VALUES (1)")
+	if got := restoredCount(t, store, "keep", "SELECT sum(x) FROM t"); got != 43 {
+		t.Fatalf("bucket sum = %d, want 43", got)
+	}
+	if _, err := h2.Create(context.Background(), "keep"); err == nil || err.(*Error).Status != 409 {
+		t.Fatalf("create existing: got %v, want 409", err)
+	}
+}
+
+func TestDivergedLocalFileIsMovedAsideAndRestored(t *testing.T) {
+	store := newFileStore(t)
+	dir := t.TempDir()
+	h := newHost(t, store, dir, nil)
+	db, err := h.Create(context.Background(), "div")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	write(t, db, "INSERT INTO t VALUES (1)")
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A write the bucket never saw (e.g. local changes after a lost upload).
+	c, err := sqlite.OpenConn(filepath.Join(dir, "div.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := execSimple(c, "INSERT INTO t VALUES (99)"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	h2 := newHost(t, store, dir, nil)
+	db2, err := h2.Get(context.Background(), "div")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, db2, "SELECT sum(x) FROM t"); n != 1 {
+		t.Fatalf("sum = %d, want the bucket's 1", n)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "div.db.diverged-*"))
+	if len(aside) == 0 {
+		t.Fatal("the diverged file was not kept aside")
+	}
+}
+
+// flakyStore fails uploads while failing is set.
+type flakyStore struct {
+	replica.Store
+	failing atomic.Bool
+}
+
+func (s *flakyStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+	if s.failing.Load() {
+		return replica.ObjectInfo{}, errors.New("injected upload failure")
+	}
+	return s.Store.PutIfAbsent(ctx, key, r, size)
+}
+
+func TestUploadFailureIs503AndShippedLater(t *testing.T) {
+	base := newFileStore(t)
+	store := &flakyStore{Store: base}
+	h := newHost(t, store, t.TempDir(), nil)
+	db, err := h.Create(context.Background(), "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	store.failing.Store(true)
+	_, err = db.Write(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (7)"})
+		return err
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(e.Message, "committed locally") {
+		t.Fatalf("write during outage: got %v, want 503 saying it is committed locally", err)
+	}
+	if st := h.Stats()[0]; st.Unshipped == 0 {
+		t.Fatalf("stats show no unshipped commit during the outage: %+v", st)
+	}
+	store.failing.Store(false)
+	write(t, db, "INSERT INTO t VALUES (8)")
+	if got := restoredCount(t, base, "flaky", "SELECT sum(x) FROM t"); got != 15 {
+		t.Fatalf("bucket sum = %d, want 15 (the 503'd write shipped by the next upload)", got)
+	}
+	if st := h.Stats()[0]; st.Unshipped != 0 {
+		t.Fatalf("unshipped = %d after a successful upload", st.Unshipped)
+	}
+}
+
+func TestFencedDatabaseStopsTakingWrites(t *testing.T) {
+	store := newFileStore(t)
+	a := newHost(t, store, t.TempDir(), nil)
+	dbA, err := a.Create(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dbA, "CREATE TABLE t(x)")
+	b := newHost(t, store, t.TempDir(), nil)
+	dbB, err := b.Get(context.Background(), "f") // restored from the bucket
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dbB, "INSERT INTO t VALUES ('b')")
+	_, err = dbA.Write(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES ('a')"})
+		return err
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(e.Message, "fenced") {
+		t.Fatalf("write on the fenced host: got %v, want 503 fenced", err)
+	}
+	_, err = dbA.Write(context.Background(), func(c Conn) error { return nil })
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "fenced") {
+		t.Fatalf("later write on the fenced host: got %v", err)
+	}
+	if got := restoredCount(t, store, "f", "SELECT count(*) FROM t WHERE x = 'a'"); got != 0 {
+		t.Fatal("the fenced writer's row reached the bucket")
+	}
+	if got := restoredCount(t, store, "f", "SELECT count(*) FROM t WHERE x = 'b'"); got != 1 {
+		t.Fatal("the owner's row is missing from the bucket")
+	}
+}
+
+func TestSessionCommitIsDurable(t *testing.T) {
+	store := newFileStore(t)
+	h := newHost(t, store, t.TempDir(), nil)
+	db, err := h.Create(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	s, err := db.Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, s, "BEGIN")
+	mustExec(t, s, "INSERT INTO t VALUES (1)")
+	if s.Autocommit() {
+		t.Fatal("autocommit inside BEGIN")
+	}
+	mustExec(t, s, "COMMIT")
+	if got := restoredCount(t, store, "s", "SELECT count(*) FROM t"); got != 1 {
+		t.Fatalf("bucket rows after COMMIT = %d", got)
+	}
+	mustExec(t, s, "BEGIN")
+	mustExec(t, s, "INSERT INTO t VALUES (2)")
+	if _, err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, db, "SELECT count(*) FROM t"); n != 1 {
+		t.Fatalf("rows = %d: Close must roll back the open transaction", n)
+	}
+	// A read-only view refuses writes.
+	ro := ReadOnly(db)
+	_, err = ro.Write(context.Background(), func(c Conn) error {
+		_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (3)"})
+		return err
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 403 {
+		t.Fatalf("write through read-only view: got %v, want 403", err)
+	}
+}
+
+func TestDeleteKeepsReplicaUnlessPurged(t *testing.T) {
+	store := newFileStore(t)
+	h := newHost(t, store, t.TempDir(), nil)
+	db, err := h.Create(context.Background(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	write(t, db, "INSERT INTO t VALUES (5)")
+	if err := h.Delete(context.Background(), "d", false); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := h.List(context.Background()); len(list) != 0 {
+		t.Fatalf("list after delete = %+v", list)
+	}
+	db, err = h.Get(context.Background(), "d") // restored from the kept replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, db, "SELECT x FROM t"); n != 5 {
+		t.Fatalf("x = %d", n)
+	}
+	if err := h.Delete(context.Background(), "d", true); err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := Sub(store, "d").List(context.Background(), ""); err != nil || len(objs) != 0 {
+		t.Fatalf("replica after purge: %v objects, err %v", len(objs), err)
+	}
+	if _, err := h.Get(context.Background(), "d"); err == nil || err.(*Error).Status != 404 {
+		t.Fatalf("get after purge: %v, want 404", err)
+	}
+	if err := ValidateName("../etc"); err == nil {
+		t.Fatal("path trick accepted as a name")
+	}
+}
+
+func TestAsyncAcknowledgesThenShips(t *testing.T) {
+	store := newFileStore(t)
+	h := newHost(t, store, t.TempDir(), func(o *Options) { o.Durability = Async })
+	db, err := h.Create(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	for i := 0; i < 20; i++ {
+		write(t, db, "INSERT INTO t VALUES (1)")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Stats()[0].Unshipped != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("async loss window never closed: %+v", h.Stats()[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := restoredCount(t, store, "a", "SELECT count(*) FROM t"); got != 20 {
+		t.Fatalf("bucket rows = %d", got)
+	}
+}

@@ -1,0 +1,36 @@
+package dbhost
+
+import (
+	"context"
+)
+
+// ReadOnly wraps db for a read-only principal: writes run on a read-only
+// connection (so they fail with SQLITE_READONLY, mapped to 403) and sessions
+// get a query_only connection. The HTTP layers hand this wrapper to the
+// protocol handlers, so they need no auth logic of their own.
+func ReadOnly(db Database) Database { return readOnlyDB{db} }
+
+type readOnlyDB struct{ Database }
+
+func (r readOnlyDB) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+	return r.Database.Read(ctx, fn)
+}
+
+func (r readOnlyDB) Session(ctx context.Context) (Session, error) {
+	if d, ok := r.Database.(*database); ok {
+		return d.session(ctx, true)
+	}
+	return nil, errorf(CodeForbidden, 403, "read-only access: interactive sessions are not available")
+}
+
+// CurrentBookmark returns the replication position of a database hosted
+// here (0 for databases of other implementations), for response headers.
+func CurrentBookmark(db Database) Bookmark {
+	switch d := db.(type) {
+	case *database:
+		return d.bookmark()
+	case readOnlyDB:
+		return CurrentBookmark(d.Database)
+	}
+	return 0
+}

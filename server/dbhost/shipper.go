@@ -1,0 +1,112 @@
+package dbhost
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// runShipper makes committed groups durable. It takes every group committed
+// so far, calls Sync once (one LTX file, one conditional upload for all of
+// them), and answers their requests. Groups committed while an upload runs
+// wait for the next one, so uploads and execution overlap.
+//
+// A failed upload (sync mode) answers the group's requests 503: their data is
+// committed locally and the next successful Sync ships it; the shipper
+// retries with backoff even if no new write arrives. ErrFenced stops the
+// database from taking writes.
+func (db *database) runShipper() {
+	defer close(db.done)
+	var pending []*group
+	backoff := time.Duration(0)
+	var retry <-chan time.Time
+	open := true
+	for open || len(pending) > 0 {
+		if len(pending) == 0 || retry != nil {
+			select {
+			case g, ok := <-db.shipCh:
+				if !ok {
+					open = false
+					if retry != nil && len(pending) > 0 { // shutting down: one last attempt now
+						retry = nil
+					}
+					continue
+				}
+				pending = append(pending, g)
+				if retry != nil {
+					continue
+				}
+			case <-retry:
+				retry = nil
+			}
+		}
+		// Take everything committed so far: one Sync covers it all.
+	drain:
+		for open {
+			select {
+			case g, ok := <-db.shipCh:
+				if !ok {
+					open = false
+					break drain
+				}
+				pending = append(pending, g)
+			default:
+				break drain
+			}
+		}
+		err := db.ship(pending)
+		if err == nil || db.fenced.Load() {
+			pending, backoff = nil, 0
+			continue
+		}
+		if !open { // closing: the final Sync in Close retries once more
+			pending = nil
+			continue
+		}
+		// Keep the groups (their requests are already answered in sync mode)
+		// so the loss window stays visible, and retry with backoff.
+		for _, g := range pending {
+			g.reqs = nil
+		}
+		backoff = min(max(2*backoff, 250*time.Millisecond), 30*time.Second)
+		retry = time.After(backoff)
+	}
+}
+
+// ship uploads everything committed and answers the groups.
+func (db *database) ship(groups []*group) error {
+	ctx, cancel := context.WithTimeout(context.Background(), db.opts.UploadTimeout)
+	start := time.Now()
+	pos, err := db.rep.Sync(ctx)
+	cancel()
+	if db.opts.Observer != nil {
+		db.opts.Observer.Synced(db.name, time.Since(start), err)
+	}
+	var answer error
+	switch {
+	case err == nil:
+		db.noteShipped(len(groups))
+	case db.opts.Replication.fenced(err):
+		db.fenced.Store(true)
+		db.log.Error("FENCED: another writer owns the replica; this database takes no more writes and acknowledges nothing it could not upload",
+			"db", db.name, "replica", db.store.String(), "err", err)
+		answer = db.fencedError()
+	default:
+		db.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
+			"db", db.name, "replica", db.store.String(), "err", err)
+		answer = errorf(CodeUnavailable, http.StatusServiceUnavailable,
+			"database "+quote(db.name)+": the write was committed locally but the upload to the replica failed ("+err.Error()+"); it will be shipped by the next successful upload. Retrying may apply it twice")
+	}
+	b := Bookmark(pos.TXID)
+	for _, g := range groups {
+		for _, r := range g.reqs {
+			if answer != nil {
+				finish(r, 0, answer)
+			} else {
+				finish(r, b, r.err)
+			}
+		}
+		g.reqs = nil
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+package dbhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+)
+
+// The write path. One writer goroutine per database drains the queue of
+// waiting requests into one group: BEGIN IMMEDIATE, each request inside its
+// own SAVEPOINT (an error rolls back only that request), COMMIT. The group
+// then goes to the shipper, and the writer starts the next group while the
+// previous one uploads (pipelining); each group is answered only after the
+// upload that covers it (sync) or right after COMMIT (async).
+
+// savepointName is unguessable so that a request cannot RELEASE or ROLLBACK
+// TO the group's own savepoint.
+var savepointName = func() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "sluice_req_" + hex.EncodeToString(b)
+}()
+
+func (db *database) runWriter() {
+	defer close(db.shipCh)
+	max := db.opts.MaxGroupRequests
+	for req := range db.writeCh {
+		reqs := []*writeReq{req}
+	drain:
+		for len(reqs) < max {
+			select {
+			case r, ok := <-db.writeCh:
+				if !ok {
+					break drain
+				}
+				reqs = append(reqs, r)
+			default:
+				break drain
+			}
+		}
+		db.runGroup(reqs)
+	}
+}
+
+func finish(r *writeReq, b Bookmark, err error) {
+	r.bookmark, r.err = b, err
+	close(r.done)
+}
+
+// runGroup executes reqs as one transaction and hands the committed group to
+// the shipper. Requests whose caller has gone are skipped.
+func (db *database) runGroup(reqs []*writeReq) {
+	if db.fenced.Load() {
+		for _, r := range reqs {
+			finish(r, 0, db.fencedError())
+		}
+		return
+	}
+	live := reqs[:0:0]
+	for _, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			finish(r, 0, sqlError(err, false))
+			continue
+		}
+		live = append(live, r)
+	}
+	start := time.Now()
+	for len(live) > 0 {
+		restart, ok := db.tryGroup(live)
+		if ok {
+			break
+		}
+		if restart == nil { // the whole group failed and was answered
+			return
+		}
+		live = restart
+	}
+	if len(live) == 0 {
+		return
+	}
+	if db.opts.Observer != nil {
+		db.opts.Observer.GroupCommitted(db.name, len(live), time.Since(start))
+	}
+	g := &group{committed: time.Now()}
+	db.noteCommitted(g.committed)
+	b := db.bookmark()
+	for _, r := range live {
+		// A request that failed was rolled back: nothing of it to wait for.
+		if r.err != nil || db.opts.Durability == Async {
+			finish(r, b, r.err)
+		} else {
+			g.reqs = append(g.reqs, r)
+		}
+	}
+	db.shipCh <- g
+}
+
+// tryGroup runs one attempt. ok: committed (each request's own error is in
+// r.err). Otherwise restart lists the requests to run again in a fresh
+// transaction: SQLite rolled the whole transaction back (an interrupted or
+// failed statement can do that), so the request that caused it is answered
+// with its error and the others are re-run.
+func (db *database) tryGroup(live []*writeReq) (restart []*writeReq, ok bool) {
+	w := db.writer
+	if err := db.txControl("BEGIN IMMEDIATE"); err != nil {
+		for _, r := range live {
+			finish(r, 0, db.unavailable("cannot start a write transaction: "+err.Error()+"; retry"))
+		}
+		return nil, false
+	}
+	for i, r := range live {
+		r.err = nil
+		if err := execSimple(w.c, "SAVEPOINT "+savepointName); err != nil {
+			db.abortGroup(live, "savepoint failed: "+err.Error())
+			return nil, false
+		}
+		r.err = runFn(w, r.fn)
+		if w.Autocommit() { // the transaction is gone: answer r, re-run the rest
+			if r.err == nil {
+				r.err = errorf("SQLITE_ERROR", http.StatusBadRequest, "the request ended the group's transaction")
+			}
+			finish(r, 0, r.err)
+			rest := append(append([]*writeReq{}, live[:i]...), live[i+1:]...)
+			return rest, false
+		}
+		if r.err != nil {
+			if e1, e2 := execSimple(w.c, "ROLLBACK TO "+savepointName), execSimple(w.c, "RELEASE "+savepointName); e1 != nil || e2 != nil {
+				db.abortGroup(live, "rollback to savepoint failed")
+				return nil, false
+			}
+			continue
+		}
+		if err := execSimple(w.c, "RELEASE "+savepointName); err != nil {
+			db.abortGroup(live, "release savepoint failed: "+err.Error())
+			return nil, false
+		}
+	}
+	if err := db.txControl("COMMIT"); err != nil {
+		db.abortGroup(live, "commit failed: "+err.Error())
+		return nil, false
+	}
+	return nil, true
+}
+
+// txControl runs BEGIN/COMMIT/ROLLBACK for the group; requests themselves
+// may not (the guard refuses transaction control on the writer).
+func (db *database) txControl(sql string) error {
+	db.writer.g.allowTx = true
+	defer func() { db.writer.g.allowTx = false }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db.writer.c.SetInterrupt(ctx.Done())
+	defer db.writer.c.SetInterrupt(nil)
+	return execSimple(db.writer.c, sql)
+}
+
+func (db *database) abortGroup(live []*writeReq, why string) {
+	if !db.writer.Autocommit() {
+		_ = db.txControl("ROLLBACK")
+	}
+	db.log.Error("write group failed; nothing of it was committed", "db", db.name, "requests", len(live), "reason", why)
+	for _, r := range live {
+		finish(r, 0, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
+	}
+}

@@ -1,0 +1,225 @@
+package hrana
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Config tunes the handler. Zero values take the defaults below.
+type Config struct {
+	// IdleTimeout closes a stream (rolling back its transaction) after this long
+	// without a request. Default 10 s.
+	IdleTimeout time.Duration
+	// TxTimeout rolls back an interactive transaction that stays open longer
+	// than this, because it holds the database's writer. Default 5 s.
+	TxTimeout time.Duration
+	// BatonKey signs batons; empty means a random key (batons then do not
+	// survive a restart, which is fine: neither do streams).
+	BatonKey []byte
+	Logger   *slog.Logger
+	Version  string
+}
+
+const (
+	defaultIdleTimeout = 10 * time.Second
+	defaultTxTimeout   = 5 * time.Second
+	maxBodyBytes       = 8 << 20 // same default as the server's request limit
+	maxStoredSQL       = 150     // per stream, as sqld
+	maxStreams         = 10000
+)
+
+// Handler serves Hrana over HTTP for the database found in the request context.
+type Handler struct {
+	cfg    Config
+	log    *slog.Logger
+	signer batonSigner
+	ro     readOnlyCache
+
+	mu      sync.Mutex
+	streams map[streamID]*stream
+	closed  bool
+
+	stop      chan struct{}
+	reaperOut chan struct{}
+	closeOnce sync.Once
+}
+
+// NewHandler returns a handler and starts its stream reaper; call Close to stop it.
+func NewHandler(cfg Config) *Handler {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = defaultIdleTimeout
+	}
+	if cfg.TxTimeout <= 0 {
+		cfg.TxTimeout = defaultTxTimeout
+	}
+	key := cfg.BatonKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			panic("hrana: no randomness for the baton key: " + err.Error())
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{
+		cfg:       cfg,
+		log:       log,
+		signer:    batonSigner{key: key},
+		streams:   map[streamID]*stream{},
+		stop:      make(chan struct{}),
+		reaperOut: make(chan struct{}),
+	}
+	go h.reap()
+	return h
+}
+
+type dbKey struct{}
+
+// WithDatabase returns ctx carrying the database a request addresses.
+func WithDatabase(ctx context.Context, db dbhost.Database) context.Context {
+	return context.WithValue(ctx, dbKey{}, db)
+}
+
+func databaseFrom(ctx context.Context) dbhost.Database {
+	db, _ := ctx.Value(dbKey{}).(dbhost.Database)
+	return db
+}
+
+// ServeHTTP routes GET /v2 /v3, POST /v2/pipeline /v3/pipeline /v3/cursor
+// /v1/execute /v1/batch, with or without a leading /db/<name>.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := stripDatabasePrefix(r.URL.Path)
+	var post func(http.ResponseWriter, *http.Request, dbhost.Database)
+	switch path {
+	case "/v2", "/v3", "/v2/", "/v3/":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use GET on " + path})
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	case "/v2/pipeline", "/v3/pipeline":
+		post = h.servePipeline
+	case "/v3/cursor":
+		post = h.serveCursor
+	case "/v1/execute":
+		post = h.serveV1Execute
+	case "/v1/batch":
+		post = h.serveV1Batch
+	default:
+		if strings.HasPrefix(path, "/v3-protobuf") {
+			writeHTTPError(w, http.StatusNotFound, &Error{Code: "PROTOBUF_NOT_SUPPORTED",
+				Message: "sluice speaks Hrana over HTTP with JSON only; use the v3 or v2 endpoints"})
+			return
+		}
+		writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use POST on " + path})
+		return
+	}
+	db := databaseFrom(r.Context())
+	if db == nil {
+		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "NO_DATABASE",
+			Message: "the router passed no database to the Hrana handler (server bug)"})
+		return
+	}
+	post(w, r, db)
+}
+
+// stripDatabasePrefix removes a leading /db/<name> so that a client URL of
+// http://host/db/<name>/ resolves "v2/pipeline" to a Hrana route.
+func stripDatabasePrefix(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/db/"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			p = rest[i:]
+		} else {
+			p = "/"
+		}
+	}
+	for strings.HasPrefix(p, "//") {
+		p = p[1:]
+	}
+	return p
+}
+
+// Close rolls back and closes every open stream and stops the reaper.
+func (h *Handler) Close() {
+	h.closeOnce.Do(func() {
+		close(h.stop)
+		<-h.reaperOut
+		h.mu.Lock()
+		h.closed = true
+		var sessions []dbhost.Session
+		for id, s := range h.streams {
+			if s.sess != nil && !s.busy {
+				sessions = append(sessions, s.sess)
+				s.sess = nil
+			}
+			delete(h.streams, id)
+		}
+		h.mu.Unlock()
+		for _, sess := range sessions {
+			h.closeSession(sess, "handler closed")
+		}
+	})
+}
+
+// decodeBody reads a JSON request body of at most maxBodyBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
+		}
+		return &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return &Error{Code: "PROTOCOL_ERROR", Message: "request body is not valid Hrana JSON: " + err.Error()}
+	}
+	return nil
+}
+
+// httpError is the body of a 4xx/5xx answer: Hrana's Error plus "error" as a
+// plain string, the shape libsql-client-go looks for first.
+type httpError struct {
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+	Err     string `json:"error"`
+}
+
+func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
+	writeJSON(w, status, httpError{Message: e.Message, Code: e.Code, Err: e.Message}, 0)
+}
+
+// writeJSON answers with exactly "application/json": @libsql/client parses
+// error bodies only for that content type, without parameters.
+func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data = []byte(`{"message":"could not encode the response","code":"INTERNAL_ERROR","error":"could not encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if bm > 0 {
+		w.Header().Set("Sluice-Bookmark", formatBookmark(bm))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}

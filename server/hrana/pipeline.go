@@ -1,0 +1,254 @@
+package hrana
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+	var body pipelineReqBody
+	if e := decodeBody(w, r, &body); e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
+	for i := range body.Requests {
+		if e := validateRequest(&body.Requests[i]); e != nil {
+			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
+			writeHTTPError(w, http.StatusBadRequest, e)
+			return
+		}
+	}
+	s, status, e := h.acquire(body.Baton, db)
+	if e != nil {
+		writeHTTPError(w, status, e)
+		return
+	}
+	x := &execution{h: h, s: s, ctx: r.Context()}
+	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
+	for i := range body.Requests {
+		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
+	}
+	resp.Baton = h.release(s)
+	writeJSON(w, http.StatusOK, resp, x.bookmark)
+}
+
+func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
+func errResult(e *Error) streamResult { return streamResult{Type: "error", Error: e} }
+
+// handle runs one stream request. Errors of the request itself are results;
+// the pipeline goes on with the next request.
+func (x *execution) handle(req *streamRequest) streamResult {
+	s := x.s
+	if s.closed {
+		return errResult(&Error{Code: "STREAM_CLOSED", Message: "the stream was closed by an earlier request"})
+	}
+	if s.dead != nil {
+		return errResult(s.dead)
+	}
+	switch req.Type {
+	case "execute":
+		out, e := x.runSteps([]step{x.compileStmt(req.Stmt, nil, true)})
+		if e != nil {
+			return errResult(e)
+		}
+		if out.errs[0] != nil {
+			return errResult(out.errs[0])
+		}
+		return okResult(map[string]any{"type": "execute", "result": out.results[0]})
+	case "batch":
+		res, e := x.batch(req.Batch)
+		if e != nil {
+			return errResult(e)
+		}
+		return okResult(map[string]any{"type": "batch", "result": res})
+	case "sequence":
+		if e := x.sequence(req.SQL, req.SQLID); e != nil {
+			return errResult(e)
+		}
+		return okResult(map[string]string{"type": "sequence"})
+	case "describe":
+		res, e := x.describe(req.SQL, req.SQLID)
+		if e != nil {
+			return errResult(e)
+		}
+		return okResult(map[string]any{"type": "describe", "result": res})
+	case "store_sql":
+		if _, used := s.sqls[*req.SQLID]; used {
+			return errResult(&Error{Code: "SQL_ID_IN_USE", Message: fmt.Sprintf("SQL text id %d is already in use on this stream; close_sql it first", *req.SQLID)})
+		}
+		if len(s.sqls) >= maxStoredSQL {
+			return errResult(&Error{Code: "SQL_STORE_FULL", Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+		}
+		if s.sqls == nil {
+			s.sqls = map[int32]string{}
+		}
+		s.sqls[*req.SQLID] = *req.SQL
+		return okResult(map[string]string{"type": "store_sql"})
+	case "close_sql":
+		delete(s.sqls, *req.SQLID)
+		return okResult(map[string]string{"type": "close_sql"})
+	case "close":
+		x.endSession()
+		s.closed = true
+		return okResult(map[string]string{"type": "close"})
+	case "get_autocommit":
+		return okResult(map[string]any{"type": "get_autocommit", "is_autocommit": x.autocommit()})
+	}
+	return errResult(&Error{Code: "PROTOCOL_ERROR", Message: "unknown request type " + req.Type})
+}
+
+func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
+	steps := make([]step, len(b.Steps))
+	for i := range b.Steps {
+		steps[i] = x.compileStmt(&b.Steps[i].Stmt, b.Steps[i].Condition, true)
+	}
+	out, e := x.runSteps(steps)
+	if e != nil {
+		return nil, e
+	}
+	res := &batchResultJSON{StepResults: out.results, StepErrors: out.errs}
+	for _, r := range out.results {
+		if r != nil && r.ReplicationIndex != nil {
+			res.ReplicationIndex = r.ReplicationIndex
+		}
+	}
+	return res, nil
+}
+
+// sequence runs a semicolon-separated script, stopping at the first error.
+func (x *execution) sequence(sql *string, id *int32) *Error {
+	text, e := x.resolveSQL(sql, id)
+	if e != nil {
+		return e
+	}
+	stmts := splitStatements(text)
+	steps := make([]step, len(stmts))
+	for i, q := range stmts {
+		var cond *batchCond
+		if i > 0 {
+			cond = &batchCond{Type: "ok", Step: ptr(uint32(i - 1))}
+		}
+		steps[i] = x.compileStmt(&stmtJSON{SQL: &q}, cond, false)
+	}
+	out, e := x.runSteps(steps)
+	if e != nil {
+		return e
+	}
+	for _, err := range out.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Error) {
+	text, e := x.resolveSQL(sql, id)
+	if e != nil {
+		return nil, e
+	}
+	var d dbhost.Description
+	var err error
+	if x.s.sess != nil {
+		d, err = x.s.sess.Describe(x.ctx, text)
+	} else {
+		_, err = x.s.db.Read(x.ctx, func(c dbhost.Conn) error {
+			d, err = c.Describe(x.ctx, text)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, toError(err, x.s.db.Name())
+	}
+	res := &describeResultJSON{Params: make([]describeParam, len(d.Params)), Cols: make([]describeCol, len(d.Columns)),
+		IsExplain: d.Explain, IsReadonly: d.ReadOnly}
+	for i, p := range d.Params {
+		res.Params[i] = describeParam{Name: stringOrNil(p)}
+	}
+	for i, c := range d.Columns {
+		res.Cols[i] = describeCol{Name: c.Name, DeclType: stringOrNil(c.DeclType)}
+	}
+	return res, nil
+}
+
+// validateRequest rejects malformed requests before anything runs: a
+// pipeline either is well-formed or does nothing.
+func validateRequest(req *streamRequest) *Error {
+	bad := func(format string, args ...any) *Error {
+		return &Error{Code: "PROTOCOL_ERROR", Message: fmt.Sprintf(format, args...)}
+	}
+	switch req.Type {
+	case "execute":
+		if req.Stmt == nil {
+			return bad("execute needs a stmt")
+		}
+	case "batch":
+		if req.Batch == nil {
+			return bad("batch needs a batch")
+		}
+		return validateBatch(req.Batch)
+	case "sequence", "describe":
+		if (req.SQL == nil) == (req.SQLID == nil) {
+			return bad("%s needs exactly one of sql and sql_id", req.Type)
+		}
+	case "store_sql":
+		if req.SQL == nil || req.SQLID == nil {
+			return bad("store_sql needs sql and sql_id")
+		}
+	case "close_sql":
+		if req.SQLID == nil {
+			return bad("close_sql needs sql_id")
+		}
+	case "close", "get_autocommit":
+	case "":
+		return bad("a request has no type")
+	default:
+		return bad("unknown request type %q (want execute, batch, sequence, describe, store_sql, close_sql, close or get_autocommit)", req.Type)
+	}
+	return nil
+}
+
+func validateBatch(b *batchJSON) *Error {
+	for i := range b.Steps {
+		if c := b.Steps[i].Condition; c != nil {
+			if e := validateCond(c, i); e != nil {
+				e.Message = fmt.Sprintf("batch step %d: %s", i, e.Message)
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// validateCond checks a condition of step i: it may refer to earlier steps only.
+func validateCond(c *batchCond, i int) *Error {
+	bad := func(format string, args ...any) *Error {
+		return &Error{Code: "PROTOCOL_ERROR", Message: fmt.Sprintf(format, args...)}
+	}
+	switch c.Type {
+	case "ok", "error":
+		if c.Step == nil {
+			return bad("condition %q needs a step", c.Type)
+		}
+		if int(*c.Step) >= i {
+			return bad("condition %q refers to step %d, which does not run before this step", c.Type, *c.Step)
+		}
+	case "not":
+		if c.Cond == nil {
+			return bad("condition \"not\" needs a cond")
+		}
+		return validateCond(c.Cond, i)
+	case "and", "or":
+		for j := range c.Conds {
+			if e := validateCond(&c.Conds[j], i); e != nil {
+				return e
+			}
+		}
+	case "is_autocommit":
+	default:
+		return bad("unknown condition type %q", c.Type)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package hrana
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// The JSON shapes of Hrana 1-3 over HTTP (docs/HRANA_3_SPEC.md, HTTP_V1/V2_SPEC.md).
+
+type pipelineReqBody struct {
+	Baton    *string         `json:"baton"`
+	Requests []streamRequest `json:"requests"`
+}
+
+type pipelineRespBody struct {
+	Baton   *string        `json:"baton"`
+	BaseURL *string        `json:"base_url"`
+	Results []streamResult `json:"results"`
+}
+
+type cursorReqBody struct {
+	Baton *string    `json:"baton"`
+	Batch *batchJSON `json:"batch"`
+}
+
+type cursorRespBody struct {
+	Baton   *string `json:"baton"`
+	BaseURL *string `json:"base_url"`
+}
+
+type streamRequest struct {
+	Type  string     `json:"type"`
+	Stmt  *stmtJSON  `json:"stmt"`
+	Batch *batchJSON `json:"batch"`
+	SQL   *string    `json:"sql"`
+	SQLID *int32     `json:"sql_id"`
+}
+
+type streamResult struct {
+	Type     string `json:"type"` // "ok" or "error"
+	Response any    `json:"response,omitempty"`
+	Error    *Error `json:"error,omitempty"`
+}
+
+type stmtJSON struct {
+	SQL       *string     `json:"sql"`
+	SQLID     *int32      `json:"sql_id"`
+	Args      []valueJSON `json:"args"`
+	NamedArgs []namedArg  `json:"named_args"`
+	WantRows  *bool       `json:"want_rows"`
+}
+
+type namedArg struct {
+	Name  string    `json:"name"`
+	Value valueJSON `json:"value"`
+}
+
+type batchJSON struct {
+	Steps []batchStep `json:"steps"`
+}
+
+type batchStep struct {
+	Condition *batchCond `json:"condition"`
+	Stmt      stmtJSON   `json:"stmt"`
+}
+
+type batchCond struct {
+	Type  string      `json:"type"`
+	Step  *uint32     `json:"step"`
+	Cond  *batchCond  `json:"cond"`
+	Conds []batchCond `json:"conds"`
+}
+
+type stmtResultJSON struct {
+	Cols             []colJSON     `json:"cols"`
+	Rows             [][]valueJSON `json:"rows"`
+	AffectedRowCount int64         `json:"affected_row_count"`
+	LastInsertRowID  *string       `json:"last_insert_rowid"`
+	RowsRead         int64         `json:"rows_read"`
+	RowsWritten      int64         `json:"rows_written"`
+	QueryDurationMS  float64       `json:"query_duration_ms"`
+	ReplicationIndex *string       `json:"replication_index,omitempty"`
+}
+
+type colJSON struct {
+	Name     *string `json:"name"`
+	DeclType *string `json:"decltype"`
+}
+
+type batchResultJSON struct {
+	StepResults      []*stmtResultJSON `json:"step_results"`
+	StepErrors       []*Error          `json:"step_errors"`
+	ReplicationIndex *string           `json:"replication_index,omitempty"`
+}
+
+type describeResultJSON struct {
+	Params     []describeParam `json:"params"`
+	Cols       []describeCol   `json:"cols"`
+	IsExplain  bool            `json:"is_explain"`
+	IsReadonly bool            `json:"is_readonly"`
+}
+
+type describeParam struct {
+	Name *string `json:"name"`
+}
+
+type describeCol struct {
+	Name     string  `json:"name"`
+	DeclType *string `json:"decltype"`
+}
+
+// Error is Hrana's error structure. The HTTP error bodies also carry it under
+// "error" as a plain string, which libsql-client-go reads before "message".
+type Error struct {
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// valueJSON is one Hrana value: integers as decimal strings, blobs as base64.
+type valueJSON dbhost.Value
+
+func (v *valueJSON) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Type   string          `json:"type"`
+		Value  json.RawMessage `json:"value"`
+		Base64 *string         `json:"base64"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("value %s: %w", data, err)
+	}
+	switch raw.Type {
+	case "null":
+		*v = valueJSON{Type: dbhost.Null}
+	case "integer":
+		s := string(bytes.Trim(raw.Value, `"`))
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("integer value %s is not a 64-bit integer", raw.Value)
+		}
+		*v = valueJSON{Type: dbhost.Integer, Int: n}
+	case "float":
+		f := 0.0
+		if len(raw.Value) > 0 {
+			s := string(bytes.Trim(raw.Value, `"`))
+			var err error
+			if f, err = strconv.ParseFloat(s, 64); err != nil && !isRangeErr(err) {
+				return fmt.Errorf("float value %s is not a number", raw.Value)
+			}
+		}
+		*v = valueJSON{Type: dbhost.Float, Float: f}
+	case "text":
+		var s string
+		if err := json.Unmarshal(raw.Value, &s); err != nil {
+			return fmt.Errorf("text value %s is not a string", raw.Value)
+		}
+		*v = valueJSON{Type: dbhost.Text, Text: s}
+	case "blob":
+		if raw.Base64 == nil {
+			return fmt.Errorf("blob value has no base64 field")
+		}
+		b, err := decodeBase64(*raw.Base64)
+		if err != nil {
+			return fmt.Errorf("blob value: %w", err)
+		}
+		*v = valueJSON{Type: dbhost.Blob, Blob: b}
+	default:
+		return fmt.Errorf("unknown value type %q (want null, integer, float, text or blob)", raw.Type)
+	}
+	return nil
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// decodeBase64 accepts padded and unpadded, standard and URL-safe base64:
+// libsql-client-go sends it unpadded, Python and JS padded.
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.TrimRight(s, "=")
+	if strings.ContainsAny(s, "-_") {
+		return base64.RawURLEncoding.DecodeString(s)
+	}
+	return base64.RawStdEncoding.DecodeString(s)
+}
+
+func (v valueJSON) MarshalJSON() ([]byte, error) {
+	return appendValue(nil, dbhost.Value(v)), nil
+}
+
+// appendValue encodes v as Hrana JSON. Blobs go out unpadded, as sqld sends
+// them: libsql-client-go decodes only unpadded base64, and the JS and Python
+// clients accept both.
+func appendValue(b []byte, v dbhost.Value) []byte {
+	switch v.Type {
+	case dbhost.Integer:
+		b = append(b, `{"type":"integer","value":"`...)
+		b = strconv.AppendInt(b, v.Int, 10)
+		return append(b, `"}`...)
+	case dbhost.Float:
+		b = append(b, `{"type":"float","value":`...)
+		switch {
+		case math.IsInf(v.Float, 1):
+			b = append(b, "1e999"...) // JSON has no infinity; JS and Python parse this as one
+		case math.IsInf(v.Float, -1):
+			b = append(b, "-1e999"...)
+		case math.IsNaN(v.Float):
+			b = append(b, "null"...)
+		default:
+			b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
+		}
+		return append(b, '}')
+	case dbhost.Text:
+		b = append(b, `{"type":"text","value":`...)
+		s, _ := json.Marshal(v.Text)
+		b = append(b, s...)
+		return append(b, '}')
+	case dbhost.Blob:
+		b = append(b, `{"type":"blob","base64":"`...)
+		b = base64.RawStdEncoding.AppendEncode(b, v.Blob)
+		return append(b, `"}`...)
+	default:
+		return append(b, `{"type":"null"}`...)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func stringOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,92 @@
+package hrana
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Hrana 1 over HTTP (HTTP_V1_SPEC.md), which libsql-client for Python uses:
+// each request runs on a fresh stream that is closed afterwards.
+
+type v1ExecuteReq struct {
+	Stmt *stmtJSON `json:"stmt"`
+}
+
+type v1BatchReq struct {
+	Batch *batchJSON `json:"batch"`
+}
+
+func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+	var body v1ExecuteReq
+	if e := decodeBody(w, r, &body); e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
+	if body.Stmt == nil {
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
+		return
+	}
+	x := h.oneShot(r, db)
+	defer x.endSession()
+	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
+	if e == nil {
+		e = out.errs[0]
+	}
+	if e != nil {
+		writeHTTPError(w, statusOf(e), e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"result": out.results[0]}, x.bookmark)
+}
+
+func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+	var body v1BatchReq
+	if e := decodeBody(w, r, &body); e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
+	if body.Batch == nil {
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "batch needs a batch"})
+		return
+	}
+	if e := validateBatch(body.Batch); e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
+	x := h.oneShot(r, db)
+	defer x.endSession()
+	res, e := x.batch(body.Batch)
+	if e != nil {
+		writeHTTPError(w, statusOf(e), e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.bookmark)
+}
+
+// oneShot makes an unregistered stream for one v1 request; the caller ends
+// any session it leaves open (rolling back an unfinished transaction).
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database) *execution {
+	return &execution{h: h, s: &stream{db: db, busy: true}, ctx: r.Context()}
+}
+
+// statusOf picks the HTTP status of a v1 statement error: client errors are
+// 400 (as sqld answers them), unavailability and internal failures 5xx.
+func statusOf(e *Error) int {
+	switch e.Code {
+	case "UNAVAILABLE":
+		return http.StatusServiceUnavailable
+	case "INTERNAL_ERROR":
+		return http.StatusInternalServerError
+	case "TIMEOUT", "TRANSACTION_TIMEOUT":
+		return http.StatusRequestTimeout
+	case "FORBIDDEN":
+		return http.StatusForbidden
+	case "NOT_FOUND":
+		return http.StatusNotFound
+	}
+	return http.StatusBadRequest
+}
+
+func formatBookmark(bm dbhost.Bookmark) string { return strconv.FormatUint(uint64(bm), 10) }

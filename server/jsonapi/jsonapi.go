@@ -1,0 +1,386 @@
+// Package jsonapi is sluice's plain JSON API for curl and load tools:
+// POST /v1/databases/{name}/query with {"sql","params"} or {"batch": [...]}
+// (one transaction), and PUT/GET/DELETE /v1/databases[/{name}].
+//
+// It imports server/dbhost and server/auth; the server package mounts it.
+package jsonapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Host is what the API needs from dbhost.Host.
+type Host interface {
+	Get(ctx context.Context, name string) (dbhost.Database, error)
+	Create(ctx context.Context, name string) (dbhost.Database, error)
+	List(ctx context.Context) ([]dbhost.Info, error)
+	Delete(ctx context.Context, name string, purge bool) error
+}
+
+// BookmarkHeader carries the TXID a response reflects.
+const BookmarkHeader = "Sluice-Bookmark"
+
+// API serves the JSON routes.
+type API struct {
+	host Host
+}
+
+// New returns the API over host.
+func New(host Host) *API { return &API{host: host} }
+
+// Register adds the API's routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/databases/{name}/query", a.query)
+	mux.HandleFunc("GET /v1/databases", a.list)
+	mux.HandleFunc("PUT /v1/databases/{name}", a.create)
+	mux.HandleFunc("GET /v1/databases/{name}", a.get)
+	mux.HandleFunc("DELETE /v1/databases/{name}", a.delete)
+}
+
+type stmtJSON struct {
+	SQL    string          `json:"sql"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+type queryRequest struct {
+	SQL    *string         `json:"sql"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Batch  []stmtJSON      `json:"batch"`
+}
+
+func (a *API) query(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p := auth.FromContext(r.Context())
+	if err := dbhost.ValidateName(name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !p.CanRead(name) {
+		WriteError(w, forbidden(name))
+		return
+	}
+	stmts, err := decodeQuery(r.Body)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	db, err := a.host.Get(r.Context(), name)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	read := true
+	for _, st := range stmts {
+		read = read && dbhost.IsReadStatement(st.SQL)
+	}
+	if !read && !p.CanWrite(name) {
+		WriteError(w, forbidden(name))
+		return
+	}
+	results := make([]dbhost.Result, len(stmts))
+	run := func(c dbhost.Conn) error {
+		for i, st := range stmts {
+			res, err := c.Exec(r.Context(), st)
+			if err != nil {
+				return statementError(i, len(stmts), err)
+			}
+			results[i] = res
+		}
+		return nil
+	}
+	var b dbhost.Bookmark
+	if read {
+		b, err = db.Read(r.Context(), func(c dbhost.Conn) error {
+			if len(stmts) == 1 {
+				return run(c)
+			}
+			// A batch of reads sees one snapshot.
+			if _, err := c.Exec(r.Context(), dbhost.Stmt{SQL: "BEGIN"}); err != nil {
+				return err
+			}
+			err := run(c)
+			c.Exec(r.Context(), dbhost.Stmt{SQL: "COMMIT"})
+			return err
+		})
+		if dbhost.IsReadOnlyError(err) && p.CanWrite(name) { // it looked like a read but writes
+			read = false
+		}
+	}
+	if !read {
+		b, err = db.Write(r.Context(), run)
+	}
+	if b > 0 || err == nil {
+		w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(b), 10))
+	}
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeResults(w, results, b)
+}
+
+func forbidden(name string) error {
+	return &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+		Message: "this token may not do that on database \"" + name + "\" (read-only, or limited to other databases)"}
+}
+
+func statementError(i, n int, err error) error {
+	var e *dbhost.Error
+	if n == 1 || !errors.As(err, &e) {
+		return err
+	}
+	return &dbhost.Error{Code: e.Code, Status: e.Status, Message: fmt.Sprintf("statement %d of the batch (nothing of the batch was applied): %s", i+1, e.Message)}
+}
+
+func badRequest(msg string) error {
+	return &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: msg}
+}
+
+// decodeQuery parses the body into statements (one, or a batch).
+func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	var q queryRequest
+	if err := dec.Decode(&q); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
+				Message: fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit)}
+		}
+		return nil, badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
+	}
+	if dec.More() {
+		return nil, badRequest("malformed JSON request: trailing data after the object")
+	}
+	switch {
+	case q.SQL != nil && q.Batch != nil:
+		return nil, badRequest(`give either "sql" or "batch", not both`)
+	case q.SQL != nil:
+		st, err := decodeStmt(*q.SQL, q.Params)
+		if err != nil {
+			return nil, err
+		}
+		return []dbhost.Stmt{st}, nil
+	case len(q.Batch) > 0:
+		out := make([]dbhost.Stmt, len(q.Batch))
+		for i, s := range q.Batch {
+			st, err := decodeStmt(s.SQL, s.Params)
+			if err != nil {
+				return nil, badRequest(fmt.Sprintf("batch statement %d: %s", i+1, err.(*dbhost.Error).Message))
+			}
+			out[i] = st
+		}
+		return out, nil
+	}
+	return nil, badRequest(`missing "sql" or a non-empty "batch"`)
+}
+
+func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
+	st := dbhost.Stmt{SQL: sql, WantRows: true}
+	if sql == "" {
+		return st, badRequest(`"sql" is empty`)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return st, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var params any
+	if err := dec.Decode(&params); err != nil {
+		return st, badRequest("params: " + err.Error())
+	}
+	switch ps := params.(type) {
+	case []any:
+		st.Args = make([]dbhost.Value, len(ps))
+		for i, p := range ps {
+			v, err := decodeValue(p)
+			if err != nil {
+				return st, badRequest(fmt.Sprintf("params[%d]: %v", i, err))
+			}
+			st.Args[i] = v
+		}
+	case map[string]any:
+		st.NamedArgs = make(map[string]dbhost.Value, len(ps))
+		for k, p := range ps {
+			v, err := decodeValue(p)
+			if err != nil {
+				return st, badRequest(fmt.Sprintf("params[%q]: %v", k, err))
+			}
+			if k != "" && k[0] != ':' && k[0] != '@' && k[0] != '$' {
+				k = ":" + k
+			}
+			st.NamedArgs[k] = v
+		}
+	default:
+		return st, badRequest("params must be an array (positional) or an object (named)")
+	}
+	return st, nil
+}
+
+// writeResults writes the response by hand: values need exact encodings
+// (int64 beyond 2^53, floats that stay floats, blobs as base64).
+func writeResults(w http.ResponseWriter, results []dbhost.Result, b dbhost.Bookmark) {
+	buf := make([]byte, 0, 256)
+	buf = append(buf, `{"results":[`...)
+	for i, res := range results {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"columns":[`...)
+		for j, c := range res.Columns {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			q, _ := json.Marshal(c.Name)
+			buf = append(buf, q...)
+		}
+		buf = append(buf, `],"rows":[`...)
+		for j, row := range res.Rows {
+			if j > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '[')
+			for k, v := range row {
+				if k > 0 {
+					buf = append(buf, ',')
+				}
+				buf = appendValue(buf, v)
+			}
+			buf = append(buf, ']')
+		}
+		buf = append(buf, `],"meta":{"changes":`...)
+		buf = strconv.AppendInt(buf, res.Changes, 10)
+		buf = append(buf, `,"last_row_id":`...)
+		buf = strconv.AppendInt(buf, res.LastInsertRowID, 10)
+		buf = append(buf, `,"rows_read":`...)
+		buf = strconv.AppendInt(buf, res.RowsRead, 10)
+		buf = append(buf, `,"rows_written":`...)
+		buf = strconv.AppendInt(buf, res.RowsWritten, 10)
+		buf = append(buf, `,"duration_ms":`...)
+		buf = strconv.AppendFloat(buf, float64(res.Duration)/float64(time.Millisecond), 'f', 3, 64)
+		buf = append(buf, `}}`...)
+	}
+	buf = append(buf, `],"bookmark":"`...)
+	buf = strconv.AppendUint(buf, uint64(b), 10)
+	buf = append(buf, "\"}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(buf)
+}
+
+// WriteError writes {"error": {"code", "message"}} with the error's status
+// (500 for errors that are not *dbhost.Error).
+func WriteError(w http.ResponseWriter, err error) {
+	var e *dbhost.Error
+	if !errors.As(err, &e) {
+		e = &dbhost.Error{Code: "INTERNAL", Status: http.StatusInternalServerError, Message: err.Error()}
+	}
+	status := e.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	p := auth.FromContext(r.Context())
+	infos, err := a.host.List(r.Context())
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	visible := []dbhost.Info{}
+	for _, in := range infos {
+		if p.CanRead(in.Name) {
+			visible = append(visible, in)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"databases": visible})
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !auth.FromContext(r.Context()).CanWrite(name) {
+		WriteError(w, forbidden(name))
+		return
+	}
+	if _, err := a.host.Create(r.Context(), name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, a.info(r.Context(), name))
+}
+
+func (a *API) info(ctx context.Context, name string) any {
+	infos, _ := a.host.List(ctx)
+	for _, in := range infos {
+		if in.Name == name {
+			return in
+		}
+	}
+	return map[string]string{"name": name}
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !auth.FromContext(r.Context()).CanRead(name) {
+		WriteError(w, forbidden(name))
+		return
+	}
+	if _, err := a.host.Get(r.Context(), name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.info(r.Context(), name))
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !auth.FromContext(r.Context()).CanWrite(name) {
+		WriteError(w, forbidden(name))
+		return
+	}
+	purge := r.URL.Query().Get("purge") == "true"
+	if err := a.host.Delete(r.Context(), name, purge); err != nil {
+		WriteError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "replica_purged": purge})
+}

@@ -1,0 +1,90 @@
+package jsonapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// decodeValue turns one JSON parameter into an SQLite value: numbers
+// without a fraction or exponent are int64 (exact beyond 2^53, never
+// through float64), other numbers float64, strings text, booleans 0/1,
+// null NULL and {"base64": "..."} a blob.
+func decodeValue(v any) (dbhost.Value, error) {
+	switch x := v.(type) {
+	case nil:
+		return dbhost.Value{Type: dbhost.Null}, nil
+	case bool:
+		if x {
+			return dbhost.Value{Type: dbhost.Integer, Int: 1}, nil
+		}
+		return dbhost.Value{Type: dbhost.Integer}, nil
+	case string:
+		return dbhost.Value{Type: dbhost.Text, Text: x}, nil
+	case json.Number:
+		s := string(x)
+		if !strings.ContainsAny(s, ".eE") {
+			i, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return dbhost.Value{}, fmt.Errorf("integer %s does not fit in 64 bits", s)
+			}
+			return dbhost.Value{Type: dbhost.Integer, Int: i}, nil
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return dbhost.Value{}, fmt.Errorf("number %s: %v", s, err)
+		}
+		return dbhost.Value{Type: dbhost.Float, Float: f}, nil
+	case map[string]any:
+		b64, ok := x["base64"].(string)
+		if !ok || len(x) != 1 {
+			return dbhost.Value{}, fmt.Errorf(`objects as values must be {"base64": "..."} (a blob)`)
+		}
+		b, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			if b, err = base64.RawStdEncoding.DecodeString(b64); err != nil {
+				return dbhost.Value{}, fmt.Errorf("blob is not valid base64: %v", err)
+			}
+		}
+		return dbhost.Value{Type: dbhost.Blob, Blob: b}, nil
+	}
+	return dbhost.Value{}, fmt.Errorf("unsupported parameter value %v (arrays are not values)", v)
+}
+
+// appendValue appends v's JSON: integers as exact JSON numbers, floats
+// always with a fraction or exponent so clients can tell them from
+// integers, blobs as {"base64": "..."}.
+func appendValue(b []byte, v dbhost.Value) []byte {
+	switch v.Type {
+	case dbhost.Integer:
+		return strconv.AppendInt(b, v.Int, 10)
+	case dbhost.Float:
+		switch {
+		case math.IsInf(v.Float, 1):
+			return append(b, `"Infinity"`...)
+		case math.IsInf(v.Float, -1):
+			return append(b, `"-Infinity"`...)
+		case math.IsNaN(v.Float):
+			return append(b, "null"...)
+		}
+		n := len(b)
+		b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
+		if !strings.ContainsAny(string(b[n:]), ".eE") {
+			b = append(b, ".0"...)
+		}
+		return b
+	case dbhost.Text:
+		q, _ := json.Marshal(v.Text)
+		return append(b, q...)
+	case dbhost.Blob:
+		b = append(b, `{"base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, v.Blob)
+		return append(b, `"}`...)
+	}
+	return append(b, "null"...)
+}

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/jsonapi"
+	"github.com/sluicedb/sluice/server/metrics"
+)
+
+// routes builds the handler: open routes (/health, /version), then
+// everything else behind the body limit and authentication.
+func (s *Server) routes() http.Handler {
+	api := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) { api.Handle(pattern, s.instrument(pattern, h)) }
+
+	j := jsonapi.New(s.host)
+	jm := http.NewServeMux()
+	j.Register(jm)
+	for _, p := range []string{"POST /v1/databases/{name}/query", "GET /v1/databases", "PUT /v1/databases/{name}",
+		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}"} {
+		handle(p, jm.ServeHTTP)
+	}
+	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/execute", "/v1/batch"} {
+		handle(p, s.serveHrana)
+		handle("/db/{name}"+p, s.serveHrana)
+	}
+	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", metrics.ContentType)
+		s.metrics.reg.WriteText(w)
+	})
+	handle("/", func(w http.ResponseWriter, r *http.Request) {
+		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound,
+			Message: r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"})
+	})
+
+	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+		jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
+	}))
+	root := http.NewServeMux()
+	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"status": "ok"})
+	}))
+	root.Handle("GET /version", s.instrument("GET /version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
+	}))
+	root.Handle("/", limited)
+	return root
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
+}
+
+// limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	limit := s.cfg.Limits.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			jsonapi.WriteError(w, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
+				Message: "request body of " + strconv.FormatInt(r.ContentLength, 10) + " bytes is over the server's limit of " + strconv.FormatInt(limit, 10)})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records the status for metrics and logs.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	onHead func(http.Header)
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+		if w.onHead != nil {
+			w.onHead(w.Header())
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// instrument records requests and latency by route and database and logs
+// server errors.
+func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		db := r.PathValue("name")
+		if strings.Contains(route, "/v") && db == "" && !strings.HasPrefix(route, "GET /v1/databases") && route != "GET /version" {
+			db = hranaDatabaseName(r)
+		}
+		if dbhost.ValidateName(db) != nil {
+			db = "" // keep label cardinality to real database names
+		}
+		s.metrics.request(route, db, sw.status, time.Since(start))
+		if sw.status >= 500 {
+			s.log.Warn("request failed", "route", route, "db", db, "status", sw.status)
+		}
+	})
+}
+
+// hranaDatabaseName picks the database for a Hrana request: the path
+// (/db/<name>/...), else the x-namespace header (sqld), else "default".
+func hranaDatabaseName(r *http.Request) string {
+	if name := r.PathValue("name"); name != "" {
+		return name
+	}
+	if ns := r.Header.Get("x-namespace"); ns != "" {
+		return ns
+	}
+	return dbhost.DefaultDatabase
+}
+
+// serveHrana selects the database, checks the principal's access to it and
+// calls the Hrana handler with the database in the context. A read-only
+// principal gets a read-only view of the database.
+func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet { // GET /v2, /v3: version probes need no database
+		s.hrana.ServeHTTP(w, r)
+		return
+	}
+	name := hranaDatabaseName(r)
+	p := auth.FromContext(r.Context())
+	if err := dbhost.ValidateName(name); err != nil {
+		jsonapi.WriteError(w, err)
+		return
+	}
+	if !p.CanRead(name) {
+		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+			Message: "this token may not use database \"" + name + "\""})
+		return
+	}
+	db, err := s.host.Get(r.Context(), name)
+	if err != nil {
+		jsonapi.WriteError(w, err)
+		return
+	}
+	if !p.CanWrite(name) {
+		db = dbhost.ReadOnly(db)
+	}
+	// The bookmark is taken when the response starts, after the handler ran.
+	if sw, ok := w.(*statusWriter); ok {
+		sw.onHead = func(h http.Header) {
+			h.Set(jsonapi.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
+		}
+	}
+	s.hrana.ServeHTTP(w, r.WithContext(hrana.WithDatabase(r.Context(), db)))
+}

@@ -1,0 +1,198 @@
+// Package server is sluice serve's HTTP front door: it wires the database
+// host (dbhost) to the replica, mounts the JSON API (jsonapi) and Hrana
+// (hrana) behind authentication (auth) and request limits, exports
+// /metrics, /health and /version, and shuts down gracefully.
+//
+// It imports every server/... package, replica/replicaurl, engine and
+// compact (through dbhost's wiring); only cmd/sluice imports it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana"
+)
+
+// DefaultMaxBodyBytes is the request body limit unless configured.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Server is a configured sluice serve.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	version string
+	store   replica.Store
+	host    *dbhost.Host
+	hrana   *hrana.Handler
+	auth    *auth.Authenticator
+	metrics *serverMetrics
+	handler http.Handler
+}
+
+// NewWithStore validates cfg and prepares the handler over store, which the
+// server closes on Close. It refuses a non-loopback listen address without
+// credentials unless AllowUnauthenticatedRemote is set.
+func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version string) (*Server, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	var durability dbhost.Durability
+	switch cfg.Durability {
+	case "", "sync":
+		durability = dbhost.Sync
+	case "async":
+		durability = dbhost.Async
+	default:
+		return nil, fmt.Errorf("durability %q: use sync or async", cfg.Durability)
+	}
+	a, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !a.Required() && !cfg.AllowUnauthenticatedRemote && !IsLoopback(cfg.Listen) {
+		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
+	}
+	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a}
+	s.metrics = newServerMetrics(func() []dbhost.Stats {
+		if s.host == nil {
+			return nil
+		}
+		return s.host.Stats()
+	})
+	s.host, err = dbhost.New(dbhost.Options{
+		DataDir:          cfg.DataDir,
+		Store:            store,
+		Replication:      dbhost.EngineReplication(logger, compaction(cfg.Compaction, logger)),
+		Durability:       durability,
+		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
+		UploadTimeout:    time.Duration(cfg.Limits.UploadTimeout),
+		MaxGroupRequests: cfg.Group.MaxRequests,
+		ReadConns:        cfg.Limits.ReadConnections,
+		MaxSessions:      cfg.Limits.MaxSessions,
+		Logger:           logger,
+		Observer:         s.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.hrana = hrana.NewHandler(hrana.Config{
+		IdleTimeout: time.Duration(cfg.Hrana.IdleTimeout),
+		TxTimeout:   time.Duration(cfg.Hrana.TxTimeout),
+		Logger:      logger,
+		Version:     version,
+	})
+	s.handler = s.routes()
+	return s, nil
+}
+
+func newAuthenticator(cfg Config) (*auth.Authenticator, error) {
+	ac := auth.Config{JWTPublicKey: cfg.JWTPublicKey}
+	if cfg.JWTPublicKeyFile != "" {
+		b, err := os.ReadFile(cfg.JWTPublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("read JWT public key: %w", err)
+		}
+		ac.JWTPublicKey = string(b)
+	}
+	for i, t := range cfg.Tokens {
+		acc, err := auth.ParseAccess(t.Access)
+		if err != nil {
+			return nil, fmt.Errorf("token #%d: %w", i+1, err)
+		}
+		for _, db := range t.Databases {
+			if err := dbhost.ValidateName(db); err != nil {
+				return nil, fmt.Errorf("token #%d: %w", i+1, err)
+			}
+		}
+		ac.Tokens = append(ac.Tokens, auth.Token{Token: t.Token, Access: acc, Databases: t.Databases})
+	}
+	return auth.New(ac)
+}
+
+// IsLoopback reports whether a listen address only accepts local
+// connections ("" and 0.0.0.0 do not).
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Handler returns the server's HTTP handler (for tests with httptest).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Host returns the database host.
+func (s *Server) Host() *dbhost.Host { return s.host }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: stop
+// accepting, let requests in flight finish (their groups commit and ship),
+// ship what is left, close every database. It returns nil after a clean
+// shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "replica", s.store.String(),
+		"data", s.cfg.DataDir, "durability", s.cfg.Durability, "auth", s.auth.Required())
+	var serveErr error
+	select {
+	case err := <-errc:
+		serveErr = err
+	case <-ctx.Done():
+		s.log.Info("shutting down: finishing requests in flight")
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		s.log.Warn("HTTP shutdown did not finish cleanly", "err", err)
+	}
+	err := s.Close(shutCtx)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return errors.Join(serveErr, err)
+	}
+	return err
+}
+
+// Close closes Hrana streams, then every database (final upload), then the
+// replica.
+func (s *Server) Close(ctx context.Context) error {
+	s.hrana.Close()
+	err := s.host.Close(ctx)
+	s.store.Close()
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	s.log.Info("shutdown complete: everything committed was shipped")
+	return nil
+}
+
+// ListenAndServe listens on cfg.Listen and serves until ctx ends.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		s.Close(context.Background())
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
