@@ -78,17 +78,21 @@ func newStore(t testing.TB) (*file.Store, *countingStore) {
 	return fs, &countingStore{Store: fs, calls: map[string]int{}}
 }
 
-// seedDB gives the database some size before the simulated writes.
+// seedDB gives the database some size before the simulated writes: rows of
+// application-like JSON with a random token (LZ4 compresses them about 2×).
 func seedDB(h *restoretest.History, rows int) {
 	h.Script(fmt.Sprintf(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);
 		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < %d)
-		INSERT INTO t (v) SELECT 'seed ' || i || ' ' || hex(randomblob(60)) FROM n;`, rows))
+		INSERT INTO t (v) SELECT json_object('user', i, 'name', 'user-' || i, 'plan', 'basic', 'tags', json_array('a', 'b'), 'token', hex(randomblob(8))) FROM n;`, rows))
 }
 
-// writeOnce is one second of the app's traffic: an insert and an update.
+// writeOnce is one second of the app's traffic: an insert, and every other
+// second an update of an older row.
 func writeOnce(h *restoretest.History, rng *rand.Rand, i int) {
-	h.Exec("INSERT INTO t (v) VALUES (?)", fmt.Sprintf("write %d %x", i, rng.Uint64()))
-	h.Exec("UPDATE t SET v = v || '.' WHERE id = ?", 1+rng.IntN(1000))
+	h.Exec("INSERT INTO t (v) VALUES (?)", fmt.Sprintf(`{"user":%d,"name":"user-%d","plan":"pro","tags":["c"],"token":"%X"}`, i, i, rng.Uint64()))
+	if i%2 == 1 {
+		h.Exec("UPDATE t SET v = json_set(v, '$.plan', 'pro') WHERE id = ?", 1+rng.IntN(1000))
+	}
 }
 
 func restoreAt(t *testing.T, store replica.Store, opts restore.Options) (string, restore.Result) {
@@ -111,7 +115,7 @@ func fileSize(t *testing.T, path string) int64 {
 // footprint and restores the latest state and points inside the window.
 func TestHourOfWritesStaysSmallAndRestorable(t *testing.T) {
 	fs, store := newStore(t)
-	h := restoretest.New(t, fs, t.TempDir())
+	h := restoretest.New(t, fs, fastTempDir(t))
 	h.SkipHashes = true
 	seedDB(h, 40000)
 	c := New(store, Config{}, nil)
@@ -193,5 +197,218 @@ func TestHourOfWritesStaysSmallAndRestorable(t *testing.T) {
 	// The last five minutes are kept per transaction.
 	if _, res := restoreAt(t, fs, restore.Options{TXID: ltx.TXID(3591)}); res.Pos.TXID != 3591 {
 		t.Fatalf("TXID 3591 not restorable")
+	}
+}
+
+// settle runs passes far enough ahead that every deletion and compaction the
+// history made due has happened.
+func settle(t *testing.T, c *Compactor, from time.Time) time.Time {
+	t.Helper()
+	now := from
+	for i := 0; i < 60; i++ {
+		now = now.Add(time.Hour)
+		if err := c.CompactOnce(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return now
+}
+
+func TestIdleCompactorMakesNoRequests(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 200)
+	c := New(store, Config{}, nil)
+	rng := rand.New(rand.NewPCG(3, 4))
+	now := t0
+	for i := 0; i < 120; i++ {
+		now = now.Add(time.Second)
+		writeOnce(h, rng, i)
+		c.Notify(h.Ship(now))
+		if err := c.CompactOnce(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = settle(t, c, now)
+	before := store.snapshot()
+	for i := 0; i < 500; i++ {
+		now = now.Add(17 * time.Second)
+		if err := c.CompactOnce(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := store.snapshot(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("idle passes made requests: before %v, after %v", before, after)
+	}
+	st := c.Stats()
+	if st.Objects > 3 {
+		t.Errorf("settled replica still holds %d objects: %v", st.Objects, st.PerLevel)
+	}
+	out, res := restoreAt(t, fs, restore.Options{})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal("settled replica does not restore the latest state exactly")
+	}
+	// A new file wakes it up again.
+	writeOnce(h, rng, 999)
+	c.Notify(h.Ship(now))
+	if err := c.CompactOnce(context.Background(), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if after := store.snapshot(); after["PutIfAbsent"] == before["PutIfAbsent"] {
+		t.Fatal("a notified file was not compacted")
+	}
+}
+
+func TestRetentionWindowDeletesOldSnapshotsButKeepsTheWindow(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 300)
+	cfg := Config{Levels: []Level{{1, 10 * time.Second}, {2, time.Minute}}, SnapshotInterval: 2 * time.Minute,
+		Retention: 5 * time.Minute, L0Retention: 20 * time.Second}
+	c := New(store, cfg, nil)
+	rng := rand.New(rand.NewPCG(5, 6))
+	now := t0
+	for i := 0; i < 900; i++ { // 15 minutes
+		now = t0.Add(time.Duration(i) * time.Second)
+		if i > 0 {
+			writeOnce(h, rng, i)
+		}
+		c.Notify(h.Ship(now))
+		if err := c.CompactOnce(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snaps, err := replica.ListLTX(context.Background(), fs, replica.SnapshotLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 2 || len(snaps) > 5 {
+		t.Fatalf("%d snapshots after 15 minutes with a 2-minute interval and a 5-minute window: %v", len(snaps), snaps)
+	}
+	if snaps[0].MaxTXID == 1 {
+		t.Fatalf("the first snapshot (TXID 1) is far outside the window but was kept: %v", snaps)
+	}
+	// Inside the window: restorable. Well before it: gone.
+	at := now.Add(-4 * time.Minute)
+	_, res := restoreAt(t, fs, restore.Options{Timestamp: at})
+	if got := h.Times[res.Pos.TXID]; got.After(at) || at.Sub(got) > time.Minute {
+		t.Fatalf("restore at now-4m reached TXID %d written at %s", res.Pos.TXID, got)
+	}
+	if _, err := restore.Restore(context.Background(), fs, filepath.Join(t.TempDir(), "x.db"), restore.Options{Timestamp: t0.Add(time.Minute)}); err == nil {
+		t.Fatal("a point 14 minutes old is outside the 5-minute window and should no longer be restorable")
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{IntegrityCheck: true})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal("latest state not restored exactly")
+	}
+}
+
+func TestCompactsLitestreamStyleReplica(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	h.NoChecksum = true // as Litestream 0.5 writes them
+	seedDB(h, 300)
+	c := New(store, Config{}, nil)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var now time.Time
+	for i := 0; i < 400; i++ {
+		now = t0.Add(time.Duration(i) * time.Second)
+		if i > 0 {
+			writeOnce(h, rng, i)
+		}
+		h.Ship(now) // no Notify: the compactor finds them by listing, as with Litestream's files
+		if i%50 == 0 || i == 399 {
+			c2 := New(store, Config{}, nil)
+			if err := c2.CompactOnce(context.Background(), now); err != nil {
+				t.Fatal(err)
+			}
+			c = c2
+		}
+	}
+	now = now.Add(time.Hour)
+	if err := c.CompactOnce(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := replica.ListLTX(context.Background(), fs, replica.SnapshotLevel)
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no snapshot written: %v", err)
+	}
+	newest := snaps[len(snaps)-1]
+	data := readAll(t, fs, newest.Key)
+	dec := ltx.NewDecoder(strings.NewReader(string(data)))
+	if err := dec.Verify(); err != nil {
+		t.Fatalf("snapshot %s does not verify: %v", newest.Key, err)
+	}
+	if !dec.Header().NoChecksum() || dec.Trailer().PostApplyChecksum != 0 {
+		t.Fatalf("snapshot %s carries a rolling checksum: Litestream 0.5.17's restore would reject it", newest.Key)
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{IntegrityCheck: true})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal("latest state not restored exactly")
+	}
+}
+
+func TestTwoCompactorsOnOneReplicaAdoptEachOthersWork(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 300)
+	a, b := New(store, Config{}, nil), New(fs, Config{}, nil)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := 0; i < 100; i++ {
+		now := t0.Add(time.Duration(i) * time.Second)
+		if i > 0 {
+			writeOnce(h, rng, i)
+		}
+		f := h.Ship(now)
+		a.Notify(f)
+		b.Notify(f)
+		for _, c := range []*Compactor{a, b} {
+			if err := c.CompactOnce(context.Background(), now); err != nil {
+				t.Fatalf("second %d: %v", i, err)
+			}
+		}
+	}
+	if a.Stats().Objects != b.Stats().Objects {
+		t.Fatalf("compactors disagree: %v vs %v", a.Stats(), b.Stats())
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal("latest state not restored exactly")
+	}
+}
+
+func TestInvalidLevelsFailEveryPass(t *testing.T) {
+	_, store := newStore(t)
+	c := New(store, Config{Levels: []Level{{2, time.Minute}}}, nil)
+	if err := c.CompactOnce(context.Background(), t0); err == nil || !strings.Contains(err.Error(), "numbered 1, 2") {
+		t.Fatalf("want a level numbering error, got %v", err)
+	}
+	if calls := store.snapshot(); len(calls) != 0 {
+		t.Fatalf("invalid config made requests: %v", calls)
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 10)
+	c := New(store, Config{}, nil)
+	c.Notify(h.Ship(time.Now()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().PerLevel[replica.SnapshotLevel] == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v on cancel", err)
+	}
+	if c.Stats().PerLevel[replica.SnapshotLevel] != 1 {
+		t.Fatal("Run never wrote the first snapshot")
 	}
 }

@@ -62,13 +62,11 @@ func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) (
 		MaxTXID:   last.MaxTXID,
 		Timestamp: last.Timestamp,
 	}
+	// Outputs never carry rolling checksums: Litestream 0.5.17's restore
+	// rejects any file that does (see engine/state.go). Inputs that carry
+	// them are still verified below.
 	snapshot := out.IsSnapshot()
-	if !snapshot {
-		out.PreApplyChecksum = first.PreApplyChecksum
-		if first.NoChecksum() || last.NoChecksum() {
-			out.Flags, out.PreApplyChecksum = ltx.HeaderFlagNoChecksum, 0
-		}
-	}
+	out.Flags = ltx.HeaderFlagNoChecksum
 
 	var buf bytes.Buffer
 	enc, err := ltx.NewEncoder(&buf)
@@ -152,10 +150,6 @@ func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) (
 			return nil, ltx.Header{}, fmt.Errorf("snapshot of %s..%s in %s: the merged database's checksum %s differs from %s recorded by %s; "+
 				"the replica's files are inconsistent, no snapshot written", inputs[0].Key, inputs[len(inputs)-1].Key, store, sum, lastTrailer.PostApplyChecksum, inputs[len(inputs)-1].Key)
 		}
-		enc.SetPostApplyChecksum(sum)
-	case out.NoChecksum():
-	default:
-		enc.SetPostApplyChecksum(lastTrailer.PostApplyChecksum)
 	}
 	if err := enc.Close(); err != nil {
 		return nil, ltx.Header{}, fmt.Errorf("compact %s..%s in %s: %w", inputs[0].Key, inputs[len(inputs)-1].Key, store, err)

@@ -1,6 +1,8 @@
 package compact
 
 import (
+	"context"
+	"io"
 	"os"
 	"testing"
 )
@@ -27,4 +29,20 @@ func fastTempDir(t testing.TB) string {
 		}
 	}
 	return t.TempDir()
+}
+
+func readAll(t testing.TB, s interface {
+	Get(context.Context, string) (io.ReadCloser, error)
+}, key string) []byte {
+	t.Helper()
+	rc, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -87,6 +88,16 @@ func ltxFiles(t *testing.T, root string) []string {
 	return files
 }
 
+// ltxRange parses the TXID range from an LTX object's name.
+func ltxRange(t *testing.T, key string) (min, max uint64) {
+	t.Helper()
+	name := strings.TrimSuffix(filepath.Base(key), ".ltx")
+	if _, err := fmt.Sscanf(name, "%016x-%016x", &min, &max); err != nil {
+		t.Fatalf("bad LTX name %s: %v", key, err)
+	}
+	return min, max
+}
+
 func TestRestoreFailsClearlyOnCorruptObject(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "app.db")
@@ -141,13 +152,25 @@ func TestRestoreFailsClearlyOnMissingObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopSidecar(t, side)
-	files := ltxFiles(t, rep)
-	if len(files) < 3 {
-		t.Fatalf("want at least 3 LTX files, got %v", files)
+	// Remove every object that holds one TXID in the middle of the history, at
+	// any level (compaction may have copied it upwards): the chain has a hole.
+	top := maxTXID(t, rep)
+	if top < 10 {
+		t.Fatalf("want at least 10 TXIDs, got %d", top)
 	}
-	victim := files[len(files)/2]
-	if err := os.Remove(filepath.Join(rep, filepath.FromSlash(victim))); err != nil {
-		t.Fatal(err)
+	hole := top / 2
+	removed := 0
+	for _, f := range ltxFiles(t, rep) {
+		min, max := ltxRange(t, f)
+		if min <= hole && hole <= max {
+			if err := os.Remove(filepath.Join(rep, filepath.FromSlash(f))); err != nil {
+				t.Fatal(err)
+			}
+			removed++
+		}
+	}
+	if removed == 0 {
+		t.Fatalf("no object holds TXID %d", hole)
 	}
 	out := filepath.Join(dir, "restored.db")
 	msg, err := sluice(t, nil, "restore", "-o", out, "file://"+rep)

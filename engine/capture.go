@@ -117,18 +117,9 @@ func (db *DB) capture() error {
 		}
 	}
 	var v *view
-	defer func() {
-		if v != nil {
-			v.dbFile.Close()
-		}
-	}()
 	readOld := func(pgno uint32) ([]byte, error) {
 		if v == nil {
-			dbFile, err := os.Open(db.path)
-			if err != nil {
-				return nil, fmt.Errorf("open database %s: %w", db.path, err)
-			}
-			v = &view{dbFile: dbFile, walFile: walFile, pageSize: db.pageSize, index: oldIndex, cur: db.wcur}
+			v = &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: oldIndex, cur: db.wcur}
 		}
 		buf := make([]byte, db.pageSize)
 		return buf, v.readPage(pgno, buf)

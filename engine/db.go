@@ -41,6 +41,12 @@ type DB struct {
 	opts          Options
 	log           *slog.Logger
 
+	// dbFile is the only descriptor sluice opens on the database file, kept
+	// until every SQLite connection is closed: closing any descriptor of a
+	// file drops all of this process's POSIX locks on it, SQLite's included,
+	// which would let the application checkpoint and delete unshipped frames.
+	dbFile *os.File
+
 	mu      sync.Mutex
 	lock    *sqlite.Conn    // takes the write lock for checkpoints
 	readers [2]*sqlite.Conn // readers[cur] holds the read transaction
@@ -69,6 +75,7 @@ type DB struct {
 // and compares it with the replica's latest position (see Options.RequireMatch).
 func Open(ctx context.Context, path string, store replica.Store, opts Options) (*DB, error) {
 	opts = opts.withDefaults()
+	var err error
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("database %s does not exist: create it (or restore it from the replica) before replicating: %w", path, err)
@@ -80,6 +87,9 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 		log:      opts.Logger.With("db", path),
 		walIndex: map[uint32]int64{},
 	}
+	if db.dbFile, err = os.Open(path); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	if err := db.openConns(ctx); err != nil {
 		db.closeConns()
 		return nil, err
@@ -88,6 +98,11 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	if err != nil {
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: read the replica's position: %w", path, err)
+	}
+	if replicaPos.TXID != 0 && replicaPos.PostApplyChecksum == 0 {
+		// Files without rolling checksums (sluice's and Litestream's): use the
+		// checksum recorded when this database last shipped or was restored.
+		replicaPos.PostApplyChecksum = recordedChecksum(path, store.String(), replicaPos.TXID)
 	}
 	// A full read can race a WAL restart (see view.readPage); it then fails
 	// its own verification and is simply done again.
@@ -139,6 +154,8 @@ func (db *DB) openConns(ctx context.Context) error {
 	return nil
 }
 
+// closeConns closes the SQLite connections, then the database descriptor
+// (in that order: see DB.dbFile).
 func (db *DB) closeConns() {
 	for _, c := range append([]*sqlite.Conn{db.lock}, db.readers[:]...) {
 		if c != nil {
@@ -146,7 +163,12 @@ func (db *DB) closeConns() {
 			_ = c.Close()
 		}
 	}
+	db.lock, db.readers = nil, [2]*sqlite.Conn{}
 	db.reading = false
+	if db.dbFile != nil {
+		_ = db.dbFile.Close()
+		db.dbFile = nil
+	}
 }
 
 // start reads the whole database and positions the DB against the replica.
@@ -185,25 +207,21 @@ func (db *DB) start(replicaPos ltx.Pos) error {
 }
 
 // openView opens the database and WAL files and reads a consistent view.
+// The database descriptor is db.dbFile (never closed here); only the WAL's,
+// which SQLite does not lock, is opened and closed.
 func (db *DB) openView() (*view, func(), error) {
-	dbFile, err := os.Open(db.path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open database %s: %w", db.path, err)
-	}
 	walFile, err := os.Open(db.walPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		walFile = nil
 	} else if err != nil {
-		dbFile.Close()
 		return nil, nil, fmt.Errorf("open WAL %s: %w", db.walPath, err)
 	}
 	closeFiles := func() {
-		dbFile.Close()
 		if walFile != nil {
 			walFile.Close()
 		}
 	}
-	v, err := openView(dbFile, walFile)
+	v, err := openView(db.dbFile, walFile)
 	if err != nil {
 		closeFiles()
 		return nil, nil, fmt.Errorf("read %s: %w", db.path, err)

@@ -137,8 +137,8 @@ func contentHash(t testing.TB, path string) (string, int) {
 }
 
 // rebuild applies the replica's level-0 files in order to a new file (a
-// test-only applier), checking the checksum chain, and returns its path and
-// final position.
+// test-only applier), checking the TXID chain and each file's checksum, and
+// returns its path and final position (with the rebuilt file's checksum).
 func rebuild(t testing.TB, store replica.Store) (string, ltx.Pos) {
 	t.Helper()
 	ctx := context.Background()
@@ -167,8 +167,8 @@ func rebuild(t testing.TB, store replica.Store) (string, ltx.Pos) {
 		if i == 0 && !hdr.IsSnapshot() {
 			t.Fatalf("first file %s is not a snapshot", lf.Key)
 		}
-		if i > 0 && hdr.PreApplyChecksum != pos.PostApplyChecksum {
-			t.Fatalf("%s: pre-apply checksum %s, previous post-apply %s", lf.Key, hdr.PreApplyChecksum, pos.PostApplyChecksum)
+		if !hdr.NoChecksum() || hdr.PreApplyChecksum != 0 {
+			t.Fatalf("%s carries rolling checksums: Litestream 0.5.17 cannot restore it", lf.Key)
 		}
 		buf := make([]byte, hdr.PageSize)
 		for {
@@ -185,12 +185,9 @@ func rebuild(t testing.TB, store replica.Store) (string, ltx.Pos) {
 			t.Fatalf("verify %s: %v", lf.Key, err)
 		}
 		must(t, f.Truncate(int64(hdr.Commit)*int64(hdr.PageSize)))
-		pos = dec.PostApplyPos()
 		got, err := ltx.ChecksumReader(io.NewSectionReader(f, 0, int64(hdr.Commit)*int64(hdr.PageSize)), int(hdr.PageSize))
 		must(t, err)
-		if got != pos.PostApplyChecksum {
-			t.Fatalf("after %s the rebuilt database has checksum %s, the file says %s", lf.Key, got, pos.PostApplyChecksum)
-		}
+		pos = ltx.Pos{TXID: lf.MaxTXID, PostApplyChecksum: got}
 	}
 	return out, pos
 }

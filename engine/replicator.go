@@ -91,7 +91,12 @@ func (r *Replicator) Run(ctx context.Context) error {
 			continue
 		}
 		lastSeen, lastSync = stamp, time.Now()
-		if _, err := db.Sync(ctx); errors.Is(err, ErrFenced) {
+		// An upload in flight when the signal arrives is finished, not cancelled:
+		// a cancelled PUT may still land, and the final Sync must not race it.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
+		_, err := db.Sync(sctx)
+		cancel()
+		if errors.Is(err, ErrFenced) {
 			_ = db.Close(context.WithoutCancel(ctx))
 			return err
 		} else if err != nil && ctx.Err() == nil {
@@ -102,12 +107,17 @@ func (r *Replicator) Run(ctx context.Context) error {
 }
 
 // open waits for the file and opens it, retrying transient failures. It
-// returns a nil DB when ctx ends first (with a nil error) or on ErrFenced.
+// returns a nil DB when ctx ends before the file exists (with a nil error) or
+// on ErrFenced. If the file appears, it is opened (and its first file shipped)
+// even when ctx has just ended, so a short-lived app's writes are not skipped.
 func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) {
-	waiting := false
+	poll = min(poll, 100*time.Millisecond) // a new database should not wait a whole interval
+	waiting, finalTry := false, false
 	for {
 		if _, err := os.Stat(r.path); err == nil {
-			db, err := Open(ctx, r.path, r.store, Options{Logger: r.opts.Logger, OnShip: r.opts.OnShip})
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
+			db, err := Open(octx, r.path, r.store, Options{Logger: r.opts.Logger, OnShip: r.opts.OnShip})
+			cancel()
 			if err == nil {
 				return db, nil
 			}
@@ -123,6 +133,10 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 		}
 		select {
 		case <-ctx.Done():
+			if _, err := os.Stat(r.path); err == nil && !finalTry {
+				finalTry = true
+				continue // the file exists: one last open so the final Sync ships it
+			}
 			return nil, nil
 		case <-time.After(poll):
 		}

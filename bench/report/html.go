@@ -138,7 +138,7 @@ func axes(b *strings.Builder, ymax float64, unit string, y func(float64) float64
 func tick(v float64, unit string) string {
 	s := fmt.Sprintf("%.0f", v)
 	if v < 10 && v != math.Trunc(v) {
-		s = fmt.Sprintf("%.2g", v)
+		s = fmt.Sprintf("%.3g", v)
 	}
 	if unit == "ms" {
 		return s + " ms"

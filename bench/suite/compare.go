@@ -196,11 +196,11 @@ func PrintTable(w io.Writer, s *scenario.Scenario, o CompareOptions, rows []Row)
 	fmt.Fprintf(w, "\nsluice bench compare %s — seed %s: %s\n", s.Name, s.Seed, s.Description)
 	fmt.Fprintf(w, "%d VUs, %s measured after a %s warm-up per target; %s, %d CPUs; replicas on a local MinIO; each target SIGKILLed right after its run, then restored\n\n",
 		o.VUs, o.Duration, o.Warmup, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
-	fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s | %8s | %-32s |\n", "target", "req/s", "p50", "p99", "failures", "acknowledged writes survived a restore")
-	fmt.Fprintf(w, "|%s|%s:|%s:|%s:|%s:|%s|\n", strings.Repeat("-", 52), strings.Repeat("-", 10), strings.Repeat("-", 10), strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 34))
+	fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s | %8s | %-38s |\n", "target", "req/s", "p50", "p99", "failures", "acknowledged writes survived a restore")
+	fmt.Fprintf(w, "|%s|%s:|%s:|%s:|%s:|%s|\n", strings.Repeat("-", 52), strings.Repeat("-", 10), strings.Repeat("-", 10), strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 40))
 	for _, r := range rows {
 		if r.Report == nil {
-			fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s | %8s | %-32s |\n", r.Target, "-", "-", "-", "-", "error: "+firstLine(r.Err))
+			fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s | %8s | %-38s |\n", r.Target, "-", "-", "-", "-", "error: "+firstLine(r.Err))
 			continue
 		}
 		rep := r.Report
@@ -208,7 +208,7 @@ func PrintTable(w io.Writer, s *scenario.Scenario, o CompareOptions, rows []Row)
 		if r.DBExact != "yes" {
 			surv += "; database: " + r.DBExact
 		}
-		fmt.Fprintf(w, "| %-50s | %9.0f | %9s | %9s | %8d | %-32s |\n", r.Target, rep.Rate, report.FormatMS(rep.Latency.Med), report.FormatMS(rep.Latency.P99), rep.Requests-rep.OK, surv)
+		fmt.Fprintf(w, "| %-50s | %9.0f | %9s | %9s | %8d | %-38s |\n", r.Target, rep.Rate, report.FormatMS(rep.Latency.Med), report.FormatMS(rep.Latency.P99), rep.Requests-rep.OK, surv)
 	}
 	fmt.Fprintln(w)
 }

@@ -92,16 +92,16 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 
 	say("\nsluice bench serve — seed 001's load (POST inserting its JSON row), %d keep-alive connections, %s after a %s warm-up", o.VUs, o.Duration, o.Warmup)
 	say("%s, %d CPUs shared by the load generator and the server; replicas on a local MinIO\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
-	say("| %-50s | %9s | %9s | %9s | %8s |", "target", "req/s", "p50", "p99", "failures")
-	say("|%s|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9))
+	say("| %-50s | %9s | %9s | %9s | %8s | %15s |", "target", "req/s", "p50", "p99", "failures", "generator cores")
+	say("|%s|%s:|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9), dashes(16))
 	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Seed001} {
-		say("| %-50s | %9.0f | %9s | %9s | %8d |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK)
+		say("| %-50s | %9.0f | %9s | %9s | %8d | %15.2f |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK, r.GeneratorCores)
 	}
 	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Seed001.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
 	say("")
 	say("sluice / seed-001 stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsSeed001, met(vsSeed >= TargetVsSeed001))
 	say("sluice / ceiling        = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
-	say("load generator: %.2f cores during the sluice run", res.Sluice.GeneratorCores)
+	say("(the load generator shares the CPUs with each server; its own use is in the last column)")
 	if o.JSON != "" {
 		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Seed001}); err != nil {
 			return &res, err

@@ -100,8 +100,10 @@ func (e *Env) replicaName() string {
 	return "MinIO"
 }
 
-// NoReplicaArgs are the sluice serve flags for a server that keeps no replica.
-var NoReplicaArgs = []string{"-replica", ""}
+// NoReplicaArgs are the sluice serve flags for a server that keeps no
+// replica. sluice serve has no such mode yet, so "none" falls back to a sync
+// replica in a local directory (no object store on the write path) and says so.
+var NoReplicaArgs []string
 
 // StartSluice starts sluice serve with durability "sync" or "async", or with
 // no replica at all when durability is "none".
@@ -116,12 +118,18 @@ func (e *Env) StartSluice(ctx context.Context, durability string) (*Server, erro
 	}
 	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Protocol: "json", dir: dir}
 	args := []string{"serve", "-data", filepath.Join(dir, "data"), "-listen", fmt.Sprintf("127.0.0.1:%d", port)}
-	if durability == "none" {
+	if durability == "none" && NoReplicaArgs != nil {
 		s.Name = "sluice, no replica"
 		args = append(args, NoReplicaArgs...)
 	} else {
-		s.Name = fmt.Sprintf("sluice %s → %s", durability, e.replicaName())
-		s.Replica = e.replicaURL(dir, "sluice-"+durability)
+		where := e.replicaName()
+		if durability == "none" {
+			durability, where = "sync", "local directory (no object store)"
+			s.Replica = "file://" + filepath.Join(dir, "replica")
+		} else {
+			s.Replica = e.replicaURL(dir, "sluice-"+durability)
+		}
+		s.Name = fmt.Sprintf("sluice %s → %s", durability, where)
 		args = append(args, "-replica", s.Replica, "-durability", durability)
 		s.Restore = func(ctx context.Context, db, out string) error {
 			_, err := run(ctx, e.env(), nil, e.Sluice, "restore", "-q", "-o", out, JoinURL(s.Replica, db))

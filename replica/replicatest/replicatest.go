@@ -23,23 +23,9 @@ import (
 	"github.com/sluicedb/sluice/replica"
 )
 
-// Options adjusts the suite for a backend's documented gaps. Every field that
-// relaxes a check must be justified where it is set.
-type Options struct {
-	// NoConcurrentCreateAtomicity: the backend (an emulator) does not make
-	// concurrent conditional creates atomic, so the race check only asserts that
-	// at least one writer won and the stored body is one of the winners'.
-	NoConcurrentCreateAtomicity bool
-}
-
 // RunConformance runs the whole suite. newStore must return an empty store,
 // rooted at a fresh prefix, for each call; the suite closes it.
 func RunConformance(t *testing.T, newStore func(t *testing.T) replica.Store) {
-	RunConformanceWith(t, Options{}, newStore)
-}
-
-// RunConformanceWith is RunConformance with backend-specific options.
-func RunConformanceWith(t *testing.T, opts Options, newStore func(t *testing.T) replica.Store) {
 	open := func(t *testing.T) replica.Store {
 		t.Helper()
 		s := newStore(t)
@@ -54,7 +40,7 @@ func RunConformanceWith(t *testing.T, opts Options, newStore func(t *testing.T) 
 	t.Run("Missing", func(t *testing.T) { testMissing(t, open(t)) })
 	t.Run("GetRange", func(t *testing.T) { testGetRange(t, open(t)) })
 	t.Run("PutIfAbsent", func(t *testing.T) { testPutIfAbsent(t, open(t)) })
-	t.Run("PutIfAbsentRace", func(t *testing.T) { testPutIfAbsentRace(t, open(t), opts) })
+	t.Run("PutIfAbsentRace", func(t *testing.T) { testPutIfAbsentRace(t, open(t)) })
 	t.Run("PutIfMatch", func(t *testing.T) { testPutIfMatch(t, open(t)) })
 	t.Run("Put", func(t *testing.T) { testPut(t, open(t)) })
 	t.Run("List", func(t *testing.T) { testList(t, open(t)) })
@@ -236,7 +222,7 @@ func testPutIfAbsent(t *testing.T, s replica.Store) {
 
 // testPutIfAbsentRace is invariant 2 in miniature: many writers race for one
 // key; exactly one owns it and the stored body is that writer's.
-func testPutIfAbsentRace(t *testing.T, s replica.Store, opts Options) {
+func testPutIfAbsentRace(t *testing.T, s replica.Store) {
 	const writers = 16
 	ctx := ctxT(t)
 	bodies := make([][]byte, writers)
@@ -267,18 +253,6 @@ func testPutIfAbsentRace(t *testing.T, s replica.Store, opts Options) {
 		}
 	}
 	stored := mustGet(t, s, "ltx/0/race")
-	if opts.NoConcurrentCreateAtomicity {
-		if len(winners) == 0 {
-			t.Fatalf("no writer won the race")
-		}
-		for _, w := range winners {
-			if bytes.Equal(stored, bodies[w]) {
-				t.Logf("emulator without atomic conditional create: %d winners (real service: 1)", len(winners))
-				return
-			}
-		}
-		t.Fatalf("stored body %s belongs to none of the %d winners", preview(stored), len(winners))
-	}
 	if len(winners) != 1 {
 		t.Fatalf("%d writers won the race for one key (%v), want exactly 1", len(winners), winners)
 	}

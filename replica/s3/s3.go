@@ -115,6 +115,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}
 		o.UsePathStyle = cfg.ForcePathStyle
+		// LTX files carry their own CRC-64; validating response checksums only
+		// adds a warning per ranged GET from stores that send none.
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
 	return &Store{cfg: cfg, client: client}, nil
 }
@@ -180,6 +183,7 @@ func (s *Store) String() string {
 func (s *Store) Close() error { return nil }
 
 func (s *Store) objectKey(key string) string {
+	key = toLitestreamS3Key(key)
 	if s.cfg.Prefix == "" {
 		return key
 	}
@@ -188,10 +192,39 @@ func (s *Store) objectKey(key string) string {
 
 // relKey turns a full object key back into a store key.
 func (s *Store) relKey(full string) string {
-	if s.cfg.Prefix == "" {
-		return full
+	if s.cfg.Prefix != "" {
+		full = strings.TrimPrefix(full, s.cfg.Prefix+"/")
 	}
-	return strings.TrimPrefix(full, s.cfg.Prefix+"/")
+	return fromLitestreamS3Key(full)
+}
+
+// Litestream 0.5's S3 client names LTX objects <prefix>/<level as %04x>/<file>
+// where its other backends use <prefix>/ltx/<level>/<file>. The S3 store maps
+// the shared layout (replica.LTXKey) onto the S3 one so both tools read each
+// other's replicas.
+func toLitestreamS3Key(key string) string {
+	rest, ok := strings.CutPrefix(key, replica.LTXDir+"/")
+	if !ok {
+		return key
+	}
+	levelStr, file, _ := strings.Cut(rest, "/")
+	level, err := strconv.Atoi(levelStr)
+	if err != nil || level < 0 || level > replica.MaxLevel {
+		return key
+	}
+	return fmt.Sprintf("%04x/%s", level, file)
+}
+
+func fromLitestreamS3Key(key string) string {
+	levelStr, file, ok := strings.Cut(key, "/")
+	if !ok || len(levelStr) != 4 {
+		return key
+	}
+	level, err := strconv.ParseUint(levelStr, 16, 16)
+	if err != nil || level > replica.MaxLevel {
+		return key
+	}
+	return replica.LTXLevelPrefix(int(level)) + file
 }
 
 // putTokenKey is user metadata holding a random token per call, so that a 412
@@ -359,6 +392,22 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 	full := s.objectKey(prefix)
 	if s.cfg.Prefix != "" && prefix == "" {
 		full = s.cfg.Prefix + "/"
+	}
+	ltxish := strings.HasPrefix(replica.LTXDir+"/", prefix) || strings.HasPrefix(prefix, replica.LTXDir+"/")
+	if prefix != "" && ltxish && strings.Count(prefix, "/") < 2 {
+		// "ltx", "ltx/", "ltx/1": LTX levels live at the top level on S3, so
+		// list everything and keep what maps back under the prefix.
+		all, err := s.List(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		var out []replica.ObjectInfo
+		for _, o := range all {
+			if strings.HasPrefix(o.Key, prefix) {
+				out = append(out, o)
+			}
+		}
+		return out, nil
 	}
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(full)})
 	var out []replica.ObjectInfo

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/superfly/ltx"
+	"golang.org/x/sys/unix"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 
@@ -43,8 +44,7 @@ type History struct {
 	pages    [][]byte // state as last shipped, index pgno-1
 	sums     []ltx.Checksum
 	pos      ltx.Pos
-	bufs     [2][]byte
-	flip     int
+	mm       []byte       // shared read-only mapping of the database file
 	sum      ltx.Checksum // rolling checksum of pages (kept even when NoChecksum)
 
 	Hashes map[ltx.TXID]string    // SHA-256 of the database file after each TXID
@@ -116,7 +116,9 @@ func (h *History) Ship(ts time.Time) replica.LTXFile {
 	newPages := make([][]byte, commit)
 	for pgno := uint32(1); pgno <= commit; pgno++ {
 		page := data[(pgno-1)*ps : pgno*ps]
-		newPages[pgno-1] = page
+		if int(pgno) <= len(h.pages) {
+			newPages[pgno-1] = h.pages[pgno-1]
+		}
 		if pgno == lock {
 			continue
 		}
@@ -126,6 +128,7 @@ func (h *History) Ship(ts time.Time) replica.LTXFile {
 			continue
 		}
 		changed = append(changed, pgno)
+		newPages[pgno-1] = append(newPages[pgno-1][:0], page...) // a copy: the mapping changes under us
 		newSums[pgno-1] = ltx.ChecksumPage(pgno, page)
 		if existed && txid != 1 {
 			post ^= h.sums[pgno-1]
@@ -168,27 +171,38 @@ func (h *History) Ship(ts time.Time) replica.LTXFile {
 	return f
 }
 
-// readDB reads the database into the buffer not holding the last shipped
-// state (two buffers alternate, so long histories do not allocate).
+// readDB returns the database file's current bytes through a shared
+// read-only mapping kept across calls: long histories neither copy nor
+// allocate the whole file per TXID. The slice is only valid until the next
+// write to the database.
 func (h *History) readDB() ([]byte, error) {
-	f, err := os.Open(h.Path)
+	st, err := os.Stat(h.Path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	size := st.Size()
+	if size > int64(len(h.mm)) {
+		if h.mm != nil {
+			_ = unix.Munmap(h.mm)
+			h.mm = nil
+		}
+		f, err := os.Open(h.Path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		n := max(64<<20, 2*size)
+		if h.mm, err = unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+			return nil, err
+		}
+		h.tb.Cleanup(func() {
+			if h.mm != nil {
+				_ = unix.Munmap(h.mm)
+				h.mm = nil
+			}
+		})
 	}
-	h.flip = 1 - h.flip
-	if int64(cap(h.bufs[h.flip])) < st.Size() {
-		h.bufs[h.flip] = make([]byte, st.Size(), st.Size()+st.Size()/4)
-	}
-	buf := h.bufs[h.flip][:st.Size()]
-	if _, err := f.ReadAt(buf, 0); err != nil {
-		return nil, err
-	}
-	return buf, nil
+	return h.mm[:size], nil
 }
 
 // RecordHash stores the database file's hash for the last shipped TXID.

@@ -54,7 +54,7 @@ func clientTestServer(t *testing.T, name string) string {
 	return hs.URL
 }
 
-const installHint = "run scripts/install-test-deps.sh (or scripts/install-client-deps.sh), which install the pinned @libsql/client 0.18.0 and libsql-client 0.3.1"
+const installHint = "run scripts/install-test-deps.sh (pins in scripts/package.json and scripts/requirements-test.txt: @libsql/client 0.18.0 and libsql-client 0.3.1)"
 
 func toolsDir() string {
 	if d := os.Getenv("SLUICE_TOOLS"); d != "" {

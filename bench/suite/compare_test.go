@@ -1,0 +1,115 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/replica/file"
+)
+
+// compare on a short run across every target: sluice sync/async/local, the
+// seed-001 stack (go-sqlite3 + Litestream → MinIO), MariaDB and the file.
+func TestCompareEveryTarget(t *testing.T) {
+	for _, tool := range []string{"mariadbd", "mariadb-install-db"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: run scripts/install-bench-deps.sh (Debian's mariadb-server)", tool)
+		}
+	}
+	if _, err := exec.LookPath("litestream"); err != nil {
+		t.Fatal("litestream not found: run scripts/install-test-deps.sh")
+	}
+	var out bytes.Buffer
+	rows, err := Compare(context.Background(), CompareOptions{
+		Scenario: "counter", VUs: 4, Duration: time.Second, Warmup: 200 * time.Millisecond,
+		Sluice: sluiceBin, Out: &out, JSON: filepath.Join(t.TempDir(), "compare.json"),
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(rows) != len(AllTargets) {
+		t.Fatalf("%d rows, want %d\n%s", len(rows), len(AllTargets), out.String())
+	}
+	for i, r := range rows {
+		if r.Report == nil || r.Report.Requests == 0 || r.Report.OK != r.Report.Requests {
+			t.Fatalf("row %s: no clean run\n%s", r.Target, out.String())
+		}
+		if r.DBExact != "yes" {
+			t.Errorf("row %s: the database does not hold exactly the acknowledged writes: %s", r.Target, r.DBExact)
+		}
+		switch AllTargets[i] {
+		case "sluice-sync", "sluice-none":
+			// Sync durability: every acknowledged write is in the replica, even after SIGKILL.
+			if !r.Protected || r.Lost != 0 {
+				t.Errorf("row %s: %s", r.Target, r.Survived)
+			}
+		case "sluice-async", "seed001":
+			if !strings.HasPrefix(r.Survived, "yes") && !strings.HasPrefix(r.Survived, "NO: lost") {
+				t.Errorf("row %s: restore not checked: %q", r.Target, r.Survived)
+			}
+		case "mariadb", "file":
+			if r.Survived != "n/a (no replica)" {
+				t.Errorf("row %s: %q", r.Target, r.Survived)
+			}
+		}
+	}
+	for _, want := range []string{"| target", "seed-001 stack", "MariaDB", "append-only file", "sluice sync → MinIO"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log("\n" + out.String())
+}
+
+// bench serve on a short run: three targets, the ratios and the targets.
+func TestServeBenchmark(t *testing.T) {
+	var out bytes.Buffer
+	res, err := Serve(context.Background(), ServeOptions{VUs: 8, Duration: time.Second, Warmup: 200 * time.Millisecond, Sluice: sluiceBin, Out: &out})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, r := range []struct {
+		name string
+		ok   bool
+	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"seed-001", res.Seed001.OK > 0 && res.Seed001.OK == res.Seed001.Requests}} {
+		if !r.ok {
+			t.Errorf("%s run had failures or no requests\n%s", r.name, out.String())
+		}
+	}
+	for _, want := range []string{"sluice / seed-001 stack =", "sluice / ceiling        =", "target >= 2.0x", "target >= 0.6x"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log("\n" + out.String())
+}
+
+// bench list on a file store: each count is listed in full, then cleaned up.
+func TestListBenchmark(t *testing.T) {
+	dir := t.TempDir()
+	st, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rows, err := List(context.Background(), ListOptions{Store: st, Counts: []int{20, 100}, Parallel: []int{1, 4}, Runs: 2, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4\n%s", len(rows), out.String())
+	}
+	for _, r := range rows {
+		if r.Failures != 0 || r.Listed != r.Objects || r.Median <= 0 {
+			t.Fatalf("row %+v\n%s", r, out.String())
+		}
+	}
+	left, err := st.List(context.Background(), "")
+	if err != nil || len(left) != 0 {
+		t.Fatalf("%d scratch objects left behind (%v)", len(left), err)
+	}
+}

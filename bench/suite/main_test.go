@@ -1,0 +1,51 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// sluiceBin and peerBin are the binaries under test, built once per test process.
+var sluiceBin, peerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bench-test-")
+	if err != nil {
+		panic(err)
+	}
+	sluiceBin, peerBin = filepath.Join(dir, "sluice"), filepath.Join(dir, "sluice-peerapp")
+	for _, b := range [][2]string{{sluiceBin, "../../cmd/sluice"}, {peerBin, "../peers/peerapp"}} {
+		cmd := exec.Command("go", "build", "-o", b[0], b[1])
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", b[1], err)
+			os.Exit(1)
+		}
+	}
+	os.Setenv("SLUICE_PEERAPP", peerBin)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func sluice(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*60e9)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sluiceBin, args...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func targetsRun(ctx context.Context, bin string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %v: %w\n%s", bin, args, err, out)
+	}
+	return string(out), nil
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/superfly/ltx"
+)
+
+// Litestream 0.5 writes LTX files without rolling checksums (HeaderFlagNoChecksum)
+// and its restore rejects files that carry one, so sluice's files carry none
+// either. The rolling checksum of the last shipped state is kept here instead,
+// beside the database, so that a restart can tell "the local database is exactly
+// the replica's last TXID" (continue) from anything else (ship every page).
+// A missing or stale file only costs one full-page upload, so it is written
+// without fsync.
+
+// stateSuffix names the file beside the database: <db>-sluice.
+const stateSuffix = "-sluice"
+
+type localState struct {
+	Replica  string       `json:"replica"`
+	TXID     ltx.TXID     `json:"txid"`
+	Checksum ltx.Checksum `json:"checksum"`
+}
+
+// RecordPosition notes that the database at dbPath is exactly replica's state
+// at pos (restore calls it after writing a database), so that replication
+// continues from pos without re-uploading the database.
+func RecordPosition(dbPath, replica string, pos ltx.Pos) error {
+	b, err := json.Marshal(localState{Replica: replica, TXID: pos.TXID, Checksum: pos.PostApplyChecksum})
+	if err != nil {
+		return err
+	}
+	tmp := dbPath + stateSuffix + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("record replication position of %s: %w", dbPath, err)
+	}
+	if err := os.Rename(tmp, dbPath+stateSuffix); err != nil {
+		return fmt.Errorf("record replication position of %s: %w", dbPath, err)
+	}
+	return nil
+}
+
+// recordedChecksum returns the checksum recorded for replica at txid, or 0.
+func recordedChecksum(dbPath, replica string, txid ltx.TXID) ltx.Checksum {
+	b, err := os.ReadFile(dbPath + stateSuffix)
+	if errors.Is(err, fs.ErrNotExist) || err != nil {
+		return 0
+	}
+	var st localState
+	if json.Unmarshal(b, &st) != nil || st.Replica != replica || st.TXID != txid {
+		return 0
+	}
+	return st.Checksum
+}

@@ -1,0 +1,233 @@
+package hrana
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// runConn runs steps on one connection, tracking the transaction state that
+// batch conditions (is_autocommit) see.
+type runConn struct {
+	conn        dbhost.Conn
+	pooled      bool // a read or write group: its own transaction is invisible to the stream
+	virtual     bool // BEGIN/COMMIT/ROLLBACK become a savepoint inside a group
+	virtualOpen bool
+	readOnlyTx  bool
+	// endCtx runs COMMIT and ROLLBACK on a session without the transaction
+	// deadline: the commit's durable upload must not be cut short by it.
+	endCtx context.Context
+}
+
+func (rc *runConn) autocommit() bool {
+	if rc.pooled {
+		return !rc.virtualOpen
+	}
+	return rc.conn.Autocommit()
+}
+
+func (rc *runConn) run(ctx context.Context, steps []step) outcome {
+	out := outcome{results: make([]*stmtResultJSON, len(steps)), errs: make([]*Error, len(steps))}
+	for i := range steps {
+		st := &steps[i]
+		if st.cond != nil && !rc.eval(st.cond, out) {
+			continue
+		}
+		if st.compile != nil {
+			out.errs[i] = st.compile
+			continue
+		}
+		res, err := rc.exec(ctx, st)
+		if err != nil {
+			out.errs[i] = toError(err, "")
+			continue
+		}
+		out.results[i] = res
+	}
+	return out
+}
+
+func (rc *runConn) eval(c *batchCond, out outcome) bool {
+	switch c.Type {
+	case "ok":
+		return out.results[*c.Step] != nil
+	case "error":
+		return out.errs[*c.Step] != nil
+	case "not":
+		return !rc.eval(c.Cond, out)
+	case "and":
+		for i := range c.Conds {
+			if !rc.eval(&c.Conds[i], out) {
+				return false
+			}
+		}
+		return true
+	case "or":
+		for i := range c.Conds {
+			if rc.eval(&c.Conds[i], out) {
+				return true
+			}
+		}
+		return false
+	case "is_autocommit":
+		return rc.autocommit()
+	}
+	return false // unreachable: conditions are validated before running
+}
+
+func sqliteError(msg string) *dbhost.Error {
+	return &dbhost.Error{Code: "SQLITE_ERROR", Message: msg}
+}
+
+func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) {
+	stmt := st.stmt
+	if rc.endCtx != nil && (st.class.kind == kindCommit || st.class.kind == kindRollback) {
+		ctx = rc.endCtx
+	}
+	if rc.virtual {
+		switch st.class.kind {
+		case kindBegin:
+			if rc.virtualOpen {
+				return nil, sqliteError("cannot start a transaction within a transaction")
+			}
+			if err := rc.execControl(ctx, "SAVEPOINT "+virtualSavepoint); err != nil {
+				return nil, err
+			}
+			rc.virtualOpen = true
+			return emptyResult(), nil
+		case kindCommit:
+			if !rc.virtualOpen {
+				return nil, sqliteError("cannot commit - no transaction is active")
+			}
+			rc.virtualOpen = false
+			return emptyResult(), rc.execControl(ctx, "RELEASE "+virtualSavepoint)
+		case kindRollback:
+			if !rc.virtualOpen {
+				return nil, sqliteError("cannot rollback - no transaction is active")
+			}
+			rc.virtualOpen = false
+			rc.abortVirtual(ctx)
+			return emptyResult(), nil
+		}
+	} else if st.class.readOnlyBegin {
+		stmt.SQL = "BEGIN DEFERRED"
+	}
+	if rc.readOnlyTx && st.class.kind == kindPlain {
+		d, err := rc.conn.Describe(ctx, stmt.SQL)
+		if err != nil {
+			return nil, err
+		}
+		if !d.ReadOnly {
+			return nil, &dbhost.Error{Code: "SQLITE_READONLY", Message: "attempt to write in a transaction opened READONLY"}
+		}
+	}
+	if st.hasNamed {
+		stmt.NamedArgs = rc.prefixNames(ctx, stmt)
+	}
+	res, err := rc.conn.Exec(ctx, stmt)
+	if err != nil {
+		return nil, err
+	}
+	if st.class.readOnlyBegin && !rc.virtual {
+		rc.readOnlyTx = true
+	}
+	if !rc.virtual && rc.readOnlyTx && rc.conn.Autocommit() {
+		rc.readOnlyTx = false
+	}
+	return toStmtResult(res, stmt.WantRows), nil
+}
+
+func (rc *runConn) execControl(ctx context.Context, sql string) error {
+	_, err := rc.conn.Exec(ctx, dbhost.Stmt{SQL: sql})
+	return err
+}
+
+// abortVirtual undoes the virtual transaction's savepoint.
+func (rc *runConn) abortVirtual(ctx context.Context) {
+	_ = rc.execControl(ctx, "ROLLBACK TO "+virtualSavepoint)
+	_ = rc.execControl(ctx, "RELEASE "+virtualSavepoint)
+	rc.virtualOpen = false
+}
+
+// prefixNames gives named arguments sent without a prefix the one the
+// statement uses (":", "@" or "$"), as the Hrana spec asks servers to guess.
+func (rc *runConn) prefixNames(ctx context.Context, stmt dbhost.Stmt) map[string]dbhost.Value {
+	params := map[string]string{} // bare name -> name with prefix
+	if d, err := rc.conn.Describe(ctx, stmt.SQL); err == nil {
+		for _, p := range d.Params {
+			if len(p) > 1 && strings.ContainsRune(":@$", rune(p[0])) {
+				params[p[1:]] = p
+			}
+		}
+	}
+	named := make(map[string]dbhost.Value, len(stmt.NamedArgs))
+	for name, v := range stmt.NamedArgs {
+		if !strings.ContainsRune(":@$?", rune(name[0])) {
+			if full, ok := params[name]; ok {
+				name = full
+			} else {
+				name = ":" + name
+			}
+		}
+		named[name] = v
+	}
+	return named
+}
+
+func emptyResult() *stmtResultJSON {
+	return &stmtResultJSON{Cols: []colJSON{}, Rows: [][]valueJSON{}}
+}
+
+func toStmtResult(res dbhost.Result, wantRows bool) *stmtResultJSON {
+	out := &stmtResultJSON{
+		Cols:             make([]colJSON, len(res.Columns)),
+		Rows:             [][]valueJSON{},
+		AffectedRowCount: res.Changes,
+		LastInsertRowID:  ptr(strconv.FormatInt(res.LastInsertRowID, 10)),
+		RowsRead:         res.RowsRead,
+		RowsWritten:      res.RowsWritten,
+		QueryDurationMS:  float64(res.Duration) / float64(time.Millisecond),
+	}
+	for i, c := range res.Columns {
+		out.Cols[i] = colJSON{Name: ptr(c.Name), DeclType: stringOrNil(c.DeclType)}
+	}
+	if wantRows {
+		out.Rows = make([][]valueJSON, len(res.Rows))
+		for i, row := range res.Rows {
+			vals := make([]valueJSON, len(row))
+			for j, v := range row {
+				vals[j] = valueJSON(v)
+			}
+			out.Rows[i] = vals
+		}
+	}
+	return out
+}
+
+// toError maps an error from dbhost (or the context) to Hrana's Error.
+func toError(err error, db string) *Error {
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	var de *dbhost.Error
+	if errors.As(err, &de) {
+		return &Error{Code: de.Code, Message: de.Message}
+	}
+	on := ""
+	if db != "" {
+		on = fmt.Sprintf(" on database %q", db)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: "TIMEOUT", Message: "the statement" + on + " ran past its deadline (transaction or request timeout) and was interrupted"}
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: "CANCELED", Message: "the request" + on + " was canceled"}
+	}
+	return &Error{Code: "INTERNAL_ERROR", Message: err.Error()}
+}
