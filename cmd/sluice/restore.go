@@ -12,6 +12,7 @@ import (
 
 	"github.com/superfly/ltx"
 
+	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
 )
@@ -114,6 +115,10 @@ func runRestore(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("restore from %s: %w", store, err)
+	}
+	if opts.TXID == 0 && opts.Timestamp.IsZero() {
+		// Lets `sluice replicate` continue from here without re-uploading.
+		_ = engine.RecordPosition(out, store.String(), res.Pos)
 	}
 	fmt.Fprintf(os.Stderr, "restored %s to TXID %s (%d pages of %d bytes) from %d files, %s downloaded in %s\n",
 		out, res.Pos.TXID, res.Pages, res.PageSize, len(res.Files), formatBytes(res.Bytes), time.Since(start).Round(time.Millisecond))

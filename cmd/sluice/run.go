@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
 )
@@ -64,7 +65,7 @@ func runRun(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s: %w", t.Path, err)
 		}
 		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger})
-		store.Close()
+		defer store.Close()
 		switch {
 		case errors.Is(err, restore.ErrNoReplica):
 			logger.Info("no replica yet; starting with a new database", "db", t.Path)
@@ -72,6 +73,10 @@ func runRun(ctx context.Context, args []string) error {
 			return fmt.Errorf("restore %s on boot: %w", t.Path, err)
 		default:
 			logger.Info("restored on boot", "db", t.Path, "txid", res.Pos.TXID.String(), "files", len(res.Files))
+			// Replication then continues from this TXID instead of re-uploading.
+			if err := engine.RecordPosition(t.Path, store.String(), res.Pos); err != nil {
+				logger.Warn("cannot record the restored position", "err", err)
+			}
 		}
 	}
 
