@@ -12,6 +12,7 @@ RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/...
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -o bin/sluice-peerapp ./bench/peers/peerapp
 
 ## run: sluice's main job on its embedded default: databases in ./sluice-data,
 ## every write replicated to file://./sluice-data/replica, HTTP on 127.0.0.1:8080.
@@ -23,6 +24,7 @@ test: deps lint unit
 
 deps:
 	./scripts/install-test-deps.sh
+	./scripts/install-bench-deps.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

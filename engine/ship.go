@@ -102,11 +102,11 @@ func (db *DB) upload(ctx context.Context) error {
 			ErrFenced, db.path, p.txid, err)
 		db.pending = nil
 		db.log.Error("replica fenced: another writer shipped the same TXID; this database stops shipping",
-			"db", db.path, "replica", db.store.String(), "txid", p.txid.String())
+			"replica", db.store.String(), "txid", p.txid.String())
 		return db.fenced
 	} else if err != nil {
 		p.uncertain = true
-		db.log.Warn("upload failed; will retry the same TXID", "db", db.path, "txid", p.txid.String(), "err", err)
+		db.log.Warn("upload failed; will retry the same TXID", "txid", p.txid.String(), "err", err)
 		return fmt.Errorf("ship TXID %s of %s (will retry): %w", p.txid, db.path, err)
 	}
 	db.pending = nil
@@ -114,7 +114,7 @@ func (db *DB) upload(ctx context.Context) error {
 	if err := RecordPosition(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
-	db.log.Debug("shipped", "db", db.path, "txid", p.txid.String(), "pages", p.pages, "bytes", len(p.data))
+	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", len(p.data))
 	if db.opts.OnShip != nil {
 		db.opts.OnShip(f)
 	}

@@ -43,7 +43,8 @@ type serveProc struct {
 	cmd  *exec.Cmd
 	base string
 	log  *strings.Builder
-	done chan error
+	done chan struct{} // closed when the process has exited
+	err  error          // its exit status, valid after done
 }
 
 func startServe(t *testing.T, bin string, env []string, args ...string) *serveProc {
@@ -59,8 +60,8 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &serveProc{cmd: cmd, base: "http://" + addr, log: log, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
+	p := &serveProc{cmd: cmd, base: "http://" + addr, log: log, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-p.done })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -70,8 +71,8 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 			return p
 		}
 		select {
-		case err := <-p.done:
-			t.Fatalf("sluice serve exited: %v\n%s", err, log.String())
+		case <-p.done:
+			t.Fatalf("sluice serve exited: %v\n%s", p.err, log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -180,9 +181,9 @@ func TestServeBinaryKill9LosesNoAcknowledgedWrite(t *testing.T) {
 	// SIGTERM: graceful, exit 0.
 	p2.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p2.done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p2.log.String())
+	case <-p2.done:
+		if p2.err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", p2.err, p2.log.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit 30 s after SIGTERM")

@@ -159,9 +159,11 @@ func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exe
 		return err
 	}
 	defer conn.Close()
-	if err := sqlitex.ExecuteScript(conn, `PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;
-		CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, json JSON);`, nil); err != nil {
-		return err
+	for _, q := range []string{"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000",
+		"CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, json JSON)"} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
 	}
 	var logs bytes.Buffer
 	rep.Env, rep.Stdout, rep.Stderr = env, &logs, &logs

@@ -21,7 +21,18 @@ var benchCommands = map[string]func(ctx context.Context, args []string) error{
 
 func runBench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "Usage: sluice bench SUBCOMMAND [flags]\n\nSubcommands:\n  restore   seed 001's database restored by sluice and by Litestream, beside one plain download\n  serve     seed 001's load against sluice serve, a trivial handler and the seed-001 stack")
+		fmt.Fprintln(os.Stderr, `Usage: sluice bench SCENARIO|SUBCOMMAND [flags]
+
+Scenarios (closed-loop virtual users against -url; -verify checks nothing acknowledged was lost):
+  counter, put-object, bbs-write, bbs-read-all, bbs-read-100, bbs-mixed, d1-read, d1-write
+
+Subcommands:
+  compare SCENARIO   one scenario against sluice sync/async/local, the seed-001 stack, MariaDB and a file
+  serve              seed 001's load against sluice serve, a trivial handler and the seed-001 stack
+  restore            seed 001's database restored by sluice and by Litestream, beside one plain download
+  list REPLICA_URL   LIST latency against object count (seed 003)
+
+Run 'sluice bench NAME -h' for flags.`)
 		return flag.ErrHelp
 	}
 	run, ok := benchCommands[args[0]]

@@ -130,7 +130,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = replicateOne(ctx, t, stores[i], cc, logger.With("db", t.Path))
+			errs[i] = replicateOne(ctx, t, stores[i], cc, logger)
 			if errs[i] != nil {
 				cancel()
 			}
@@ -156,8 +156,10 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 	return errors.Join(all...)
 }
 
+// logger has no "db" attribute: the engine adds its own.
 func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger) error {
-	comp := compact.New(store, cc, logger)
+	dbLog := logger.With("db", t.Path)
+	comp := compact.New(store, cc, dbLog)
 	compCtx, stopComp := context.WithCancel(context.WithoutCancel(ctx))
 	compDone := make(chan error, 1)
 	go func() { compDone <- comp.Run(compCtx) }()
@@ -170,10 +172,9 @@ func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compa
 		Interval: t.SyncInterval,
 		Logger:   logger,
 		OnShip: func(f replica.LTXFile) {
-			logger.Debug("shipped", "key", f.Key, "bytes", f.Size)
 			comp.Notify(f)
 		},
 	})
-	logger.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
+	dbLog.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
 	return r.Run(ctx)
 }

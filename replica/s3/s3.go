@@ -29,6 +29,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -200,31 +202,41 @@ func (s *Store) relKey(full string) string {
 
 // Litestream 0.5's S3 client names LTX objects <prefix>/<level as %04x>/<file>
 // where its other backends use <prefix>/ltx/<level>/<file>. The S3 store maps
-// the shared layout (replica.LTXKey) onto the S3 one so both tools read each
-// other's replicas.
+// the shared layout (replica.LTXKey, also under a sub-prefix such as a served
+// database's "<name>/") onto the S3 one so both tools read each other's replicas.
 func toLitestreamS3Key(key string) string {
-	rest, ok := strings.CutPrefix(key, replica.LTXDir+"/")
-	if !ok {
+	parts := strings.Split(key, "/")
+	n := len(parts)
+	// ".../ltx/<level>/<file or empty>"
+	if n < 3 || parts[n-3] != replica.LTXDir {
 		return key
 	}
-	levelStr, file, _ := strings.Cut(rest, "/")
-	level, err := strconv.Atoi(levelStr)
-	if err != nil || level < 0 || level > replica.MaxLevel {
+	level, err := strconv.Atoi(parts[n-2])
+	if err != nil || level < 0 || level > replica.MaxLevel || parts[n-2] != strconv.Itoa(level) {
 		return key
 	}
-	return fmt.Sprintf("%04x/%s", level, file)
+	if parts[n-1] != "" {
+		if _, _, err := ltx.ParseFilename(parts[n-1]); err != nil {
+			return key
+		}
+	}
+	return strings.Join(append(parts[:n-3:n-3], fmt.Sprintf("%04x", level), parts[n-1]), "/")
 }
 
 func fromLitestreamS3Key(key string) string {
-	levelStr, file, ok := strings.Cut(key, "/")
-	if !ok || len(levelStr) != 4 {
+	parts := strings.Split(key, "/")
+	n := len(parts)
+	if n < 2 || len(parts[n-2]) != 4 {
 		return key
 	}
-	level, err := strconv.ParseUint(levelStr, 16, 16)
+	level, err := strconv.ParseUint(parts[n-2], 16, 16)
 	if err != nil || level > replica.MaxLevel {
 		return key
 	}
-	return replica.LTXLevelPrefix(int(level)) + file
+	if _, _, err := ltx.ParseFilename(parts[n-1]); err != nil {
+		return key
+	}
+	return strings.Join(append(parts[:n-2:n-2], replica.LTXDir, strconv.Itoa(int(level)), parts[n-1]), "/")
 }
 
 // putTokenKey is user metadata holding a random token per call, so that a 412
@@ -393,11 +405,10 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 	if s.cfg.Prefix != "" && prefix == "" {
 		full = s.cfg.Prefix + "/"
 	}
-	ltxish := strings.HasPrefix(replica.LTXDir+"/", prefix) || strings.HasPrefix(prefix, replica.LTXDir+"/")
-	if prefix != "" && ltxish && strings.Count(prefix, "/") < 2 {
-		// "ltx", "ltx/", "ltx/1": LTX levels live at the top level on S3, so
-		// list everything and keep what maps back under the prefix.
-		all, err := s.List(ctx, "")
+	if dir, partial := partialLTXPrefix(prefix); partial {
+		// "ltx", "x/ltx/", "x/ltx/1": LTX levels sit one level up on S3, so
+		// list the parent and keep what maps back under the prefix.
+		all, err := s.List(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
@@ -460,4 +471,21 @@ func newToken() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// partialLTXPrefix reports whether prefix ends inside an "ltx/<level>/" path
+// (not at a whole level directory), and the directory above "ltx" to list.
+func partialLTXPrefix(prefix string) (dir string, partial bool) {
+	i := strings.LastIndex("/"+prefix, "/"+replica.LTXDir)
+	if i < 0 {
+		return "", false
+	}
+	rest := prefix[i+len(replica.LTXDir):] // after "ltx"
+	if rest != "" && rest[0] != '/' {
+		return "", false // e.g. "ltxfoo": an ordinary key prefix
+	}
+	if strings.Count(rest, "/") >= 2 {
+		return "", false // "ltx/<level>/..." maps directly
+	}
+	return prefix[:i], true
 }
