@@ -145,6 +145,26 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 	}
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
+	if err := c.sync(ctx, now); err != nil {
+		return err
+	}
+
+	// Every step below decides from memory whether it has work; a pass with
+	// nothing due makes no store request (DESIGN.md invariant 4).
+	for _, l := range c.cfg.Levels {
+		if err := c.compactLevel(ctx, l, now); err != nil {
+			return err // higher levels build on this one
+		}
+	}
+	if err := c.snapshot(ctx, now); err != nil {
+		return err
+	}
+	return c.enforceRetention(ctx, now)
+}
+
+// sync loads the index on the first pass (one listing) and indexes the files
+// Notify announced since. Callers hold passMu.
+func (c *Compactor) sync(ctx context.Context, now time.Time) error {
 	if c.idx == nil {
 		idx, err := loadIndex(ctx, c.store)
 		if err != nil {
@@ -160,7 +180,6 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 			c.lastCompact[replica.SnapshotLevel] = e.written
 		}
 	}
-
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = nil
@@ -168,16 +187,25 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 	for _, f := range pending {
 		c.idx.add(entry{LTXFile: f, written: now})
 	}
+	return nil
+}
 
-	// Every step below decides from memory whether it has work; a pass with
-	// nothing due makes no store request (DESIGN.md invariant 4).
-	for _, l := range c.cfg.Levels {
-		if err := c.compactLevel(ctx, l, now); err != nil {
-			return err // higher levels build on this one
-		}
+// Flush merges every level-0 file not yet in level 1 into one level-1 file
+// now, whatever the schedule. A sidecar calls it when it stops gracefully, so
+// the next boot restores from a few objects instead of one per sync.
+func (c *Compactor) Flush(ctx context.Context, now time.Time) error {
+	if c.cfgErr != nil {
+		return c.cfgErr
 	}
-	if err := c.snapshot(ctx, now); err != nil {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if err := c.sync(ctx, now); err != nil {
 		return err
 	}
-	return c.enforceRetention(ctx, now)
+	l1 := c.cfg.Levels[0]
+	inputs := c.inputsFor(l1.Level)
+	if len(inputs) < 2 {
+		return nil // nothing to gain from copying one file
+	}
+	return c.write(ctx, l1.Level, inputs, now)
 }

@@ -412,3 +412,38 @@ func TestRunStopsOnCancel(t *testing.T) {
 		t.Fatal("Run never wrote the first snapshot")
 	}
 }
+
+func TestFlushFoldsLevelZeroIntoOneFile(t *testing.T) {
+	fs, _ := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	h.Exec("CREATE TABLE t (v TEXT)")
+	c := New(fs, Config{}, nil)
+	now := t0
+	for i := 0; i < 20; i++ {
+		h.Exec(fmt.Sprintf("INSERT INTO t (v) VALUES ('row %d')", i))
+		c.Notify(h.Ship(now))
+	}
+	if err := c.CompactOnce(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		h.Exec(fmt.Sprintf("INSERT INTO t (v) VALUES ('late %d')", i))
+		c.Notify(h.Ship(now))
+	}
+	// Not due (same 30 s window): only Flush compacts the late files now.
+	if err := c.Flush(context.Background(), now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := restore.Plan(context.Background(), fs, restore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) > 3 {
+		t.Fatalf("after Flush the latest restore needs %d files, want <= 3: %v", len(plan), plan)
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal("latest state not restored exactly after Flush")
+	}
+}

@@ -58,11 +58,12 @@ func (r *Replicator) Pos() ltx.Pos {
 }
 
 // Run waits for the database file to exist, opens it and ships changes within
-// Interval (the WAL is polled every Interval/4). When ctx is cancelled it ships
+// Interval: every Interval it calls Sync, whose idle check reads two headers
+// of the WAL and makes no store request when nothing changed. When ctx is cancelled it ships
 // what is left, closes and returns nil (or the final Sync's error). It returns
 // an error wrapping ErrFenced as soon as another writer owns the replica.
 func (r *Replicator) Run(ctx context.Context) error {
-	poll := r.opts.Interval / 4
+	poll := r.opts.Interval
 	db, err := r.open(ctx, poll)
 	if db == nil {
 		return err
@@ -73,8 +74,6 @@ func (r *Replicator) Run(ctx context.Context) error {
 
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
-	var lastSeen walStamp
-	lastSync := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -86,11 +85,6 @@ func (r *Replicator) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 		}
-		stamp := statWAL(r.path + "-wal")
-		if stamp == lastSeen && time.Since(lastSync) < r.opts.Interval {
-			continue
-		}
-		lastSeen, lastSync = stamp, time.Now()
 		// An upload in flight when the signal arrives is finished, not cancelled:
 		// a cancelled PUT may still land, and the final Sync must not race it.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
@@ -101,7 +95,6 @@ func (r *Replicator) Run(ctx context.Context) error {
 			return err
 		} else if err != nil && ctx.Err() == nil {
 			r.log.Warn("sync failed; retrying", "err", err)
-			lastSeen = walStamp{} // retry at the next poll
 		}
 	}
 }
@@ -141,17 +134,4 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 		case <-time.After(poll):
 		}
 	}
-}
-
-type walStamp struct {
-	size  int64
-	mtime time.Time
-}
-
-func statWAL(path string) walStamp {
-	st, err := os.Stat(path)
-	if err != nil {
-		return walStamp{}
-	}
-	return walStamp{st.Size(), st.ModTime()}
 }

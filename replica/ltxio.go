@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 
 	"github.com/superfly/ltx"
 )
@@ -35,15 +36,23 @@ func ListLTX(ctx context.Context, s Store, level int) ([]LTXFile, error) {
 	return files, nil
 }
 
-// ListAllLTX lists every level (0..9), lowest level first.
+// ListAllLTX lists every level (0..9), lowest level first. The ten LISTs run
+// concurrently: on an object store each is a round trip, and restore waits
+// for all of them before it can fetch anything.
 func ListAllLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
 	levels := make([][]LTXFile, MaxLevel+1)
+	errs := make([]error, MaxLevel+1)
+	var wg sync.WaitGroup
 	for level := 0; level <= MaxLevel; level++ {
-		files, err := ListLTX(ctx, s, level)
-		if err != nil {
-			return nil, err
-		}
-		levels[level] = files
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			levels[level], errs[level] = ListLTX(ctx, s, level)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return levels, nil
 }

@@ -75,19 +75,30 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 		img.release()
 		return built{}, err
 	}
-	sum := checksumImage(img.buf, b.pageSize)
+	// Writing the image and checksumming it only read the buffer: overlap
+	// them. On a checksum mismatch the temp file is discarded by the caller.
+	// A mapped image's flush unmaps it, so there the checksum goes first.
+	var sum ltx.Checksum
+	flushed := make(chan error, 1)
+	if img.mapped {
+		sum = checksumImage(img.buf, b.pageSize)
+		flushed <- img.flush()
+	} else {
+		go func() { flushed <- img.flush() }()
+		sum = checksumImage(img.buf, b.pageSize)
+	}
+	flushErr := <-flushed
 	last := results[len(results)-1]
 	if !last.hdr.NoChecksum() && sum != last.trailer.PostApplyChecksum {
-		img.release()
 		return built{}, fmt.Errorf("restore from %s: the rebuilt database's checksum %s differs from %s expected by %s "+
 			"(chain %s..%s): the replica's files are inconsistent; restore to an earlier TXID or from another replica",
 			store, sum, last.trailer.PostApplyChecksum, files[len(files)-1].Key, files[0].Key, files[len(files)-1].Key)
 	} else if last.hdr.NoChecksum() {
-		opts.logger().Info("replica files carry no database checksum (written by Litestream); verified file checksums only",
+		opts.logger().Debug("replica files carry no database checksum (Litestream 0.5's format); verified each file's checksum and the TXID chain",
 			"replica", store.String(), "last", files[len(files)-1].Key)
 	}
-	if err := img.flush(); err != nil {
-		return built{}, fmt.Errorf("restore from %s: %w", store, err)
+	if flushErr != nil {
+		return built{}, fmt.Errorf("restore from %s: %w", store, flushErr)
 	}
 	b.prog.finish()
 	return built{

@@ -36,6 +36,7 @@ type Options struct {
 	Runs    int // restores per tool; the median is reported
 	Sluice  string
 	WorkDir string
+	Keep    bool // leave MinIO running and the work directory in place (for profiling)
 	Out     io.Writer
 }
 
@@ -61,7 +62,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
 
 	say("starting MinIO…")
@@ -69,7 +72,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer m.Stop()
+	if o.Keep {
+		say("keeping %s; MinIO at %s (%s)", dir, m.Endpoint, strings.Join(m.Env(), " "))
+		defer func() { say("replicas: %s %s", m.URL("bench", "sluice"), m.URL("bench", "litestream")); select {} }()
+	} else {
+		defer m.Stop()
+	}
 	if err := m.CreateBucket(ctx, "bench"); err != nil {
 		return err
 	}

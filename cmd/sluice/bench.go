@@ -48,6 +48,7 @@ func runBenchRestore(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Rows, "rows", 468703, "rows of seed 001's JSON insert")
 	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (seed 001: one per request)")
 	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep MinIO and the work directory afterwards, for profiling (blocks until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

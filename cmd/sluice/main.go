@@ -55,6 +55,10 @@ func main() {
 		usage()
 		return
 	}
+	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
+		stop := startCPUProfile(path)
+		defer stop()
+	}
 	for _, c := range commands {
 		if c.name != name {
 			continue

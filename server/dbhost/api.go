@@ -85,9 +85,12 @@ type Database interface {
 	Name() string
 	// Read runs fn on a read-only pooled connection; it never waits for the writer.
 	Read(ctx context.Context, fn func(Conn) error) (Bookmark, error)
-	// Write runs fn in the next write group, inside its own SAVEPOINT: if fn
-	// returns an error only its own changes are rolled back. It returns once the
-	// group is durable (sync: uploaded; async: committed locally).
+	// Write runs fn in the next write group: if fn returns an error only its
+	// own changes are rolled back. It returns once the group is durable (sync:
+	// uploaded; async: committed locally). fn may be called more than once (the
+	// group is re-run without a failed request), so it must derive everything
+	// from Conn and overwrite, not append to, what it reports. Transaction
+	// control (BEGIN/COMMIT/ROLLBACK) is refused inside fn; SAVEPOINT works.
 	Write(ctx context.Context, fn func(Conn) error) (Bookmark, error)
 	// Session gives a dedicated writer connection for interactive transactions
 	// (BEGIN ... COMMIT across requests). While a session holds a transaction,

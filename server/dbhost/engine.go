@@ -29,8 +29,13 @@ func EngineReplication(logger *slog.Logger, compact func(store replica.Store, na
 			return db, nil
 		},
 		Restore: func(ctx context.Context, store replica.Store, path string) error {
-			_, err := restore.Restore(ctx, store, path, restore.Options{Logger: logger})
-			return err
+			res, err := restore.Restore(ctx, store, path, restore.Options{Logger: logger})
+			if err != nil {
+				return err
+			}
+			// The engine continues from the restored TXID only if it knows the
+			// file is exactly that state (LTX files carry no rolling checksum).
+			return engine.RecordPosition(path, store.String(), res.Pos)
 		},
 		Compact:     compact,
 		IsFenced:    func(err error) bool { return errors.Is(err, engine.ErrFenced) },

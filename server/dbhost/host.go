@@ -77,6 +77,10 @@ func (o *Options) setDefaults() {
 	}
 }
 
+// localFileSuffixes are the files of one database: SQLite's and the
+// engine's record of its replicated position.
+var localFileSuffixes = []string{"", "-wal", "-shm", "-sluice"}
+
 // Host opens, creates, restores and deletes the databases under DataDir.
 type Host struct {
 	opts Options
@@ -239,7 +243,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		aside := fmt.Sprintf("%s.diverged-%d", path, time.Now().Unix())
 		log.Warn("local database differs from its replica; moving it aside and restoring the replica (the bucket is the truth in sync mode)",
 			"aside", aside, "err", err)
-		for _, suffix := range []string{"", "-wal", "-shm"} {
+		for _, suffix := range localFileSuffixes {
 			if rerr := os.Rename(path+suffix, aside+suffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				return nil, errorf("INTERNAL", http.StatusInternalServerError, "move diverged database aside: "+rerr.Error())
 			}
@@ -358,7 +362,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 			h.opts.Logger.Warn("closing database for delete", "db", name, "err", err)
 		}
 	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
+	for _, suffix := range localFileSuffixes {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return errorf("INTERNAL", http.StatusInternalServerError, "delete "+path+suffix+": "+err.Error())
 		}

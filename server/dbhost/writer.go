@@ -67,15 +67,22 @@ func (db *database) runGroup(reqs []*writeReq) {
 		live = append(live, r)
 	}
 	start := time.Now()
+	// The first attempt runs without savepoints: in modernc's SQLite each
+	// savepoint that writes allocates a 64 KiB statement journal chunk (an
+	// mmap/munmap pair), which costs more than the insert itself. If a request
+	// fails, the whole transaction is rolled back, that request is answered,
+	// and the rest run again with a savepoint each (so failures cost at most
+	// one re-run of the group).
+	safe := false
 	for len(live) > 0 {
-		restart, ok := db.tryGroup(live)
+		restart, ok := db.tryGroup(live, safe)
 		if ok {
 			break
 		}
 		if restart == nil { // the whole group failed and was answered
 			return
 		}
-		live = restart
+		live, safe = restart, true
 	}
 	if len(live) == 0 {
 		return
@@ -99,10 +106,11 @@ func (db *database) runGroup(reqs []*writeReq) {
 
 // tryGroup runs one attempt. ok: committed (each request's own error is in
 // r.err). Otherwise restart lists the requests to run again in a fresh
-// transaction: SQLite rolled the whole transaction back (an interrupted or
-// failed statement can do that), so the request that caused it is answered
-// with its error and the others are re-run.
-func (db *database) tryGroup(live []*writeReq) (restart []*writeReq, ok bool) {
+// transaction: the request that failed is answered with its error and the
+// others are re-run. That happens when a request fails without savepoints
+// (safe=false), or when SQLite itself rolled the whole transaction back (an
+// interrupted statement does that).
+func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, ok bool) {
 	w := db.writer
 	if err := db.txControl("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range live {
@@ -112,14 +120,22 @@ func (db *database) tryGroup(live []*writeReq) (restart []*writeReq, ok bool) {
 	}
 	for i, r := range live {
 		r.err = nil
-		if err := execSimple(w.c, "SAVEPOINT "+savepointName); err != nil {
-			db.abortGroup(live, "savepoint failed: "+err.Error())
-			return nil, false
+		if safe {
+			if err := execSimple(w.c, "SAVEPOINT "+savepointName); err != nil {
+				db.abortGroup(live, "savepoint failed: "+err.Error())
+				return nil, false
+			}
 		}
 		r.err = runFn(w, r.fn)
-		if w.Autocommit() { // the transaction is gone: answer r, re-run the rest
+		if w.Autocommit() || (r.err != nil && !safe) { // answer r, re-run the rest
 			if r.err == nil {
 				r.err = errorf("SQLITE_ERROR", http.StatusBadRequest, "the request ended the group's transaction")
+			}
+			if !w.Autocommit() {
+				if err := db.txControl("ROLLBACK"); err != nil {
+					db.abortGroup(live, "rollback failed: "+err.Error())
+					return nil, false
+				}
 			}
 			finish(r, 0, r.err)
 			rest := append(append([]*writeReq{}, live[:i]...), live[i+1:]...)
@@ -130,6 +146,9 @@ func (db *database) tryGroup(live []*writeReq) (restart []*writeReq, ok bool) {
 				db.abortGroup(live, "rollback to savepoint failed")
 				return nil, false
 			}
+			continue
+		}
+		if !safe {
 			continue
 		}
 		if err := execSimple(w.c, "RELEASE "+savepointName); err != nil {
