@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/superfly/ltx"
@@ -30,7 +29,34 @@ type decoded struct {
 	hdr     ltx.Header
 	trailer ltx.Trailer
 	pgnos   []uint32
-	pages   []byte // len(pgnos) pages, in pgnos order
+	pages   slab // len(pgnos) pages, in pgnos order
+}
+
+// slab holds decoded pages in fixed-size chunks: growing one slice for a
+// file of tens of MB would copy it over and over.
+type slab struct {
+	pageSize int
+	chunks   [][]byte
+	n        int // pages held
+}
+
+// slabChunkPages pages per chunk (1 MiB at 4 KiB pages).
+const slabChunkPages = 256
+
+// next returns room for one more page.
+func (s *slab) next() []byte {
+	i := s.n % slabChunkPages
+	if i == 0 {
+		s.chunks = append(s.chunks, make([]byte, slabChunkPages*s.pageSize))
+	}
+	c := s.chunks[len(s.chunks)-1]
+	return c[i*s.pageSize : (i+1)*s.pageSize]
+}
+
+// page returns page j (0-based, in decode order).
+func (s *slab) page(j int) []byte {
+	c, i := s.chunks[j/slabChunkPages], j%slabChunkPages
+	return c[i*s.pageSize : (i+1)*s.pageSize]
 }
 
 // builder shares the image between the download workers.
@@ -84,7 +110,14 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 		sum = checksumImage(img.buf, b.pageSize)
 		flushed <- img.flush()
 	} else {
-		go func() { flushed <- img.flush() }()
+		go func() {
+			// The fsync here is the one Restore needs; it overlaps the checksum.
+			err := img.flush()
+			if err == nil {
+				err = img.f.Sync()
+			}
+			flushed <- err
+		}()
 		sum = checksumImage(img.buf, b.pageSize)
 	}
 	flushErr := <-flushed
@@ -279,18 +312,16 @@ func (b *builder) decodeBase(ctx context.Context, dec *ltx.Decoder, hdr ltx.Head
 
 // decodeSlab decodes every page of an incremental file into one slab.
 func decodeSlab(dec *ltx.Decoder, hdr ltx.Header) (decoded, error) {
-	ps := int(hdr.PageSize)
-	d := decoded{pages: make([]byte, 0, 16*ps)}
+	d := decoded{pages: slab{pageSize: int(hdr.PageSize)}}
 	var ph ltx.PageHeader
 	for {
-		d.pages = slices.Grow(d.pages, ps)
-		page := d.pages[len(d.pages) : len(d.pages)+ps]
+		page := d.pages.next()
 		if err := dec.DecodePage(&ph, page); err == io.EOF {
 			return d, nil
 		} else if err != nil {
 			return decoded{}, err
 		}
-		d.pages = d.pages[:len(d.pages)+ps]
+		d.pages.n++
 		d.pgnos = append(d.pgnos, ph.Pgno)
 	}
 }
@@ -339,7 +370,7 @@ func (b *builder) overlay(results []decoded) error {
 				continue
 			}
 			seen.set(pgno)
-			copy(b.img.buf[int64(pgno-1)*ps:int64(pgno)*ps], d.pages[int64(j)*ps:int64(j+1)*ps])
+			copy(b.img.buf[int64(pgno-1)*ps:int64(pgno)*ps], d.pages.page(j))
 		}
 		limit = min(limit, d.hdr.Commit)
 	}

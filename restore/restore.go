@@ -76,12 +76,13 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 	if err := checkOutPath(outPath); err != nil {
 		return Result{}, err
 	}
+	start := time.Now()
 	files, err := Plan(ctx, store, opts)
 	if err != nil {
 		return Result{}, err
 	}
 	log := opts.logger()
-	log.Debug("restore plan", "replica", store.String(), "files", len(files), "txid", files[len(files)-1].MaxTXID)
+	log.Debug("restore plan", "replica", store.String(), "files", len(files), "txid", files[len(files)-1].MaxTXID, "took", time.Since(start))
 
 	dir, base := filepath.Split(outPath)
 	if dir == "" {
@@ -100,16 +101,20 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		}
 	}()
 
+	buildStart := time.Now()
 	img, err := build(ctx, store, files, tmp, opts)
 	if err != nil {
 		return Result{}, err
 	}
+	log.Debug("restore built", "pages", img.commit, "took", time.Since(buildStart))
+	syncStart := time.Now()
 	if err := tmp.Sync(); err != nil {
 		return Result{}, fmt.Errorf("restore %s: fsync %s: %w", outPath, tmpPath, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return Result{}, fmt.Errorf("restore %s: close %s: %w", outPath, tmpPath, err)
 	}
+	log.Debug("restore fsynced", "took", time.Since(syncStart))
 	if opts.IntegrityCheck {
 		if err := integrityCheck(tmpPath); err != nil {
 			return Result{}, fmt.Errorf("restore %s from %s: the rebuilt database fails PRAGMA integrity_check "+

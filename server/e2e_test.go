@@ -44,7 +44,7 @@ type serveProc struct {
 	base string
 	log  *strings.Builder
 	done chan struct{} // closed when the process has exited
-	err  error          // its exit status, valid after done
+	err  error         // its exit status, valid after done
 }
 
 func startServe(t *testing.T, bin string, env []string, args ...string) *serveProc {

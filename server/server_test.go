@@ -351,11 +351,12 @@ func TestRefusesRemoteListenWithoutAuth(t *testing.T) {
 	cfg := Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "0.0.0.0:8080"
-	if _, err := NewWithStore(cfg, store, nil, "test"); err == nil || !strings.Contains(err.Error(), "-allow-unauthenticated-remote") {
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := NewWithStore(cfg, store, quiet, "test"); err == nil || !strings.Contains(err.Error(), "-allow-unauthenticated-remote") {
 		t.Fatalf("got %v, want a refusal naming the flag", err)
 	}
 	cfg.AllowUnauthenticatedRemote = true
-	s, err := NewWithStore(cfg, store, nil, "test")
+	s, err := NewWithStore(cfg, store, quiet, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,8 @@ func TestGracefulShutdownShipsEverything(t *testing.T) {
 	cfg := Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Compaction.Disabled = true
-	s, err := NewWithStore(cfg, store, nil, "test")
+	logger := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := NewWithStore(cfg, store, logger, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ type restoreFlags struct {
 	parallelism     int
 	configPath      string
 	quiet           bool
+	verbose         bool
 }
 
 func runRestore(ctx context.Context, args []string) error {
@@ -45,6 +46,7 @@ func runRestore(ctx context.Context, args []string) error {
 	fs.IntVar(&f.parallelism, "parallelism", 8, "downloads in flight")
 	fs.StringVar(&f.configPath, "config", "", "sidecar config: restore the database at this path from its configured replica")
 	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
+	fs.BoolVar(&f.verbose, "v", false, "log the plan and the time each phase took")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind.\n\nFlags:")
 		fs.PrintDefaults()
@@ -72,6 +74,9 @@ func runRestore(ctx context.Context, args []string) error {
 	}
 
 	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck}
+	if f.verbose {
+		opts.Logger = newLogger(true)
+	}
 	if f.txid != "" && f.timestamp != "" {
 		return fmt.Errorf("-txid and -timestamp are exclusive")
 	}

@@ -94,8 +94,10 @@ type Database interface {
 	Write(ctx context.Context, fn func(Conn) error) (Bookmark, error)
 	// Session gives a dedicated writer connection for interactive transactions
 	// (BEGIN ... COMMIT across requests). While a session holds a transaction,
-	// write groups wait. Close commits nothing: it rolls back any open
-	// transaction, ships what was committed, and returns the bookmark.
+	// write groups wait. An Exec that commits (COMMIT, or a write in autocommit
+	// mode) returns only once that commit is durable, like a write group. Close
+	// commits nothing: it rolls back any open transaction and returns the
+	// bookmark (everything committed was already shipped by Exec).
 	Session(ctx context.Context) (Session, error)
 }
 

@@ -68,7 +68,7 @@ func (db *database) runShipper() {
 		for _, g := range pending {
 			g.reqs = nil
 		}
-		backoff = min(max(2*backoff, 250*time.Millisecond), 30*time.Second)
+		backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second) // writers wait for the retry: keep it short
 		retry = time.After(backoff)
 	}
 }

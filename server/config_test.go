@@ -1,0 +1,52 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigExpandsEnvAndRejectsUnknownKeys(t *testing.T) {
+	t.Setenv("SLUICE_TEST_TOKEN", "secret-from-env")
+	path := filepath.Join(t.TempDir(), "sluice.yml")
+	os.WriteFile(path, []byte(`
+data: /var/lib/sluice
+replica: s3://bucket/prefix
+durability: async
+tokens:
+  - token: ${SLUICE_TEST_TOKEN}
+    access: ro
+    databases: [a, b]
+limits:
+  max_body_bytes: 1024
+  statement_timeout: 2s
+group:
+  max_requests: 64
+hrana:
+  tx_timeout: 30s
+`), 0o644)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tokens[0].Token != "secret-from-env" || cfg.Tokens[0].Access != "ro" || len(cfg.Tokens[0].Databases) != 2 {
+		t.Fatalf("tokens = %+v", cfg.Tokens)
+	}
+	if cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != "/var/lib/sluice" || cfg.Durability != "async" {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if time.Duration(cfg.Limits.StatementTimeout) != 2*time.Second || cfg.Limits.MaxBodyBytes != 1024 || cfg.Group.MaxRequests != 64 ||
+		time.Duration(cfg.Hrana.TxTimeout) != 30*time.Second {
+		t.Fatalf("limits = %+v, group %+v, hrana %+v", cfg.Limits, cfg.Group, cfg.Hrana)
+	}
+	os.WriteFile(path, []byte("listen: x\ntokenz: []\n"), 0o644)
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "tokenz") {
+		t.Fatalf("unknown key: got %v", err)
+	}
+	os.WriteFile(path, []byte("limits:\n  statement_timeout: soon\n"), 0o644)
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "duration") {
+		t.Fatalf("bad duration: got %v", err)
+	}
+}
