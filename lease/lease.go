@@ -1,0 +1,373 @@
+// Package lease makes one instance the only writer of a database, using
+// nothing but the bucket: a small JSON object at <db prefix>/sluice/lease
+// (replica.SluiceDir, which Litestream never reads) names the holder, its
+// advertised URL, an epoch and an expiry.
+//
+//   - acquire: a conditional create (PutIfAbsent) when no lease exists;
+//   - renew: a conditional replace (PutIfMatch on the ETag) every TTL/3;
+//   - take over: PutIfMatch with epoch+1, only once the lease has expired;
+//   - release: PutIfMatch with an expiry in the past, so a waiter takes it
+//     at its next poll instead of after the TTL.
+//
+// A holder that cannot renew (precondition failed, or no successful renewal
+// before its local deadline) has lost the lease and must stop writing at
+// once; Lost() is closed then. The local deadline is measured on the
+// monotonic clock from the moment the last successful renewal was *sent*,
+// minus a safety margin, so the holder always stops before a contender
+// (which compares the stored expiry with its own wall clock) may take over,
+// provided clocks agree to within the margin. The conditional create of each
+// LTX file remains the last line of defence if they do not.
+//
+// It imports replica and the standard library only.
+package lease
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Key is the lease object's key, relative to a database's replica root.
+const Key = replica.SluiceDir + "/lease"
+
+// DefaultTTL is how long a lease lasts without renewal.
+const DefaultTTL = 10 * time.Second
+
+// Record is the lease object's content.
+type Record struct {
+	Holder  string    `json:"holder"`
+	URL     string    `json:"url,omitempty"` // where the holder takes writes (forwarding)
+	Epoch   uint64    `json:"epoch"`         // +1 on every change of holder
+	Expires time.Time `json:"expires"`
+}
+
+// Expired reports whether the lease is free to take at now.
+func (r Record) Expired(now time.Time) bool { return !now.Before(r.Expires) }
+
+// Released reports whether the holder gave the lease up (expiry set in the
+// past by Release rather than by time running out).
+func (r Record) Released() bool { return r.Expires.IsZero() || r.Expires.Unix() <= 1 }
+
+// ErrHeld: another instance holds an unexpired lease. Errors wrapping it
+// are *HeldError, which carries the holder's record.
+var ErrHeld = errors.New("the database's lease is held by another instance")
+
+// ErrLost: this instance no longer holds the lease; it must stop writing.
+var ErrLost = errors.New("lease lost: another instance may be writing; stop writing")
+
+// HeldError says who holds the lease.
+type HeldError struct {
+	Store  string
+	Record Record
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s: holder %q (url %q, epoch %d) until %s", Key+" in "+e.Store+" is held by another instance",
+		e.Record.Holder, e.Record.URL, e.Record.Epoch, e.Record.Expires.Format(time.RFC3339Nano))
+}
+
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// Options configure a lease. Holder must be unique per process (NewHolderID).
+type Options struct {
+	Holder string
+	URL    string
+	TTL    time.Duration // [DefaultTTL]
+	// Poll is how often Acquire looks at a held lease [250ms]: a released
+	// lease is taken within one poll.
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Poll <= 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// margin is how long before the stored expiry the holder stops writing.
+func (o Options) margin() time.Duration { return o.TTL / 5 }
+
+// NewHolderID returns "<hostname>-<pid>-<random>", unique per call.
+func NewHolderID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Read returns the current lease record and its ETag. A database without a
+// lease object is an error wrapping replica.ErrNotFound.
+func Read(ctx context.Context, store replica.Store) (Record, string, error) {
+	info, err := store.Stat(ctx, Key)
+	if err != nil {
+		return Record{}, "", fmt.Errorf("read lease %s in %s: %w", Key, store, err)
+	}
+	rc, err := store.Get(ctx, Key)
+	if err != nil {
+		return Record{}, "", fmt.Errorf("read lease %s in %s: %w", Key, store, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 64<<10))
+	if err != nil {
+		return Record{}, "", fmt.Errorf("read lease %s in %s: %w", Key, store, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return Record{}, "", fmt.Errorf("lease %s in %s is not valid JSON (%v); delete it to reset the lease", Key, store, err)
+	}
+	// The Stat and the Get are two requests: if the object changed between
+	// them, the ETag is stale and the next PutIfMatch fails safely.
+	return rec, info.ETag, nil
+}
+
+func encode(rec Record) []byte {
+	b, _ := json.Marshal(rec)
+	return b
+}
+
+// Lease is a held lease, renewed in the background until Release or loss.
+type Lease struct {
+	store replica.Store
+	opts  Options
+
+	mu       sync.Mutex
+	rec      Record
+	etag     string
+	deadline time.Time // monotonic: stop writing at this instant
+	lostErr  error
+
+	lost chan struct{} // closed on loss or release
+	stop chan struct{}
+	done chan struct{}
+}
+
+// TryAcquire takes the lease if it is free (absent, expired or released)
+// and starts renewing it. A lease held by another instance is a *HeldError.
+func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease, error) {
+	opts = opts.withDefaults()
+	if opts.Holder == "" {
+		return nil, errors.New("lease: Options.Holder is empty; use lease.NewHolderID()")
+	}
+	cur, etag, err := Read(ctx, store)
+	exists := true
+	if errors.Is(err, replica.ErrNotFound) {
+		exists = false
+	} else if err != nil {
+		return nil, err
+	}
+	if exists && !cur.Expired(time.Now()) && cur.Holder != opts.Holder {
+		return nil, &HeldError{Store: store.String(), Record: cur}
+	}
+	sent := time.Now()
+	rec := Record{Holder: opts.Holder, URL: opts.URL, Epoch: cur.Epoch + 1, Expires: sent.Add(opts.TTL).UTC()}
+	body := encode(rec)
+	var info replica.ObjectInfo
+	if exists {
+		info, err = store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag)
+	} else {
+		info, err = store.PutIfAbsent(ctx, Key, bytes.NewReader(body), int64(len(body)))
+	}
+	if errors.Is(err, replica.ErrPreconditionFailed) || errors.Is(err, replica.ErrExists) || errors.Is(err, replica.ErrNotFound) {
+		// Someone else changed it first: report who.
+		if now, _, rerr := Read(ctx, store); rerr == nil {
+			return nil, &HeldError{Store: store.String(), Record: now}
+		}
+		return nil, &HeldError{Store: store.String(), Record: cur}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease %s in %s: %w", Key, store, err)
+	}
+	if info.ETag == "" {
+		return nil, fmt.Errorf("acquire lease %s in %s: the store returned no ETag, so the lease cannot be renewed safely", Key, store)
+	}
+	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
+		deadline: sent.Add(opts.TTL - opts.margin()),
+		lost:     make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
+		"previous_holder", cur.Holder)
+	go l.renewLoop()
+	return l, nil
+}
+
+// Acquire waits until the lease is free and takes it, polling every
+// Options.Poll. It returns ctx's error if ctx ends first; onHeld (may be
+// nil) is called with each holder seen while waiting.
+func Acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record)) (*Lease, error) {
+	opts = opts.withDefaults()
+	for {
+		l, err := TryAcquire(ctx, store, opts)
+		var held *HeldError
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.As(err, &held):
+			if onHeld != nil {
+				onHeld(held.Record)
+			}
+		default:
+			opts.Logger.Warn("acquiring lease failed; retrying", "replica", store.String(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for lease %s in %s: %w (last: %v)", Key, store, ctx.Err(), err)
+		case <-time.After(opts.Poll):
+		}
+	}
+}
+
+// Record returns the lease as last written by this holder.
+func (l *Lease) Record() Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rec
+}
+
+// Valid reports whether this instance may still write: not lost, not
+// released, and before the local deadline.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr == nil && time.Now().Before(l.deadline)
+}
+
+// Lost is closed when the lease is lost or released.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why the lease ended (wrapping ErrLost), or nil while it is held.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr
+}
+
+func (l *Lease) markLost(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lostErr == nil {
+		l.lostErr = err
+		close(l.lost)
+	}
+}
+
+// renewLoop renews every TTL/3; after a failed attempt it retries every
+// TTL/10 until the local deadline, then declares the lease lost.
+func (l *Lease) renewLoop() {
+	defer close(l.done)
+	interval := l.opts.TTL / 3
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		deadline := l.deadline
+		l.mu.Unlock()
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(time.Until(deadline)):
+			l.markLost(fmt.Errorf("%w: no successful renewal of %s in %s before its deadline", ErrLost, Key, l.store))
+			l.opts.Logger.Error("LEASE LOST: could not renew in time; this instance stops writing", "replica", l.store.String())
+			return
+		case <-timer.C:
+		}
+		err := l.renew(deadline)
+		switch {
+		case err == nil:
+			timer.Reset(interval)
+		case errors.Is(err, ErrLost):
+			l.markLost(err)
+			l.opts.Logger.Error("LEASE LOST: another instance took it; this instance stops writing", "replica", l.store.String(), "err", err)
+			return
+		default:
+			l.opts.Logger.Warn("lease renewal failed; retrying before the deadline", "replica", l.store.String(), "err", err,
+				"deadline_in", time.Until(deadline).Round(time.Millisecond))
+			timer.Reset(max(l.opts.TTL/10, 10*time.Millisecond))
+		}
+	}
+}
+
+// renew extends the lease by one TTL from now.
+func (l *Lease) renew(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	l.mu.Lock()
+	rec, etag := l.rec, l.etag
+	l.mu.Unlock()
+	sent := time.Now()
+	rec.Expires = sent.Add(l.opts.TTL).UTC()
+	info, err := l.putMine(ctx, rec, etag)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.rec, l.etag, l.deadline = rec, info.ETag, sent.Add(l.opts.TTL-l.opts.margin())
+	l.mu.Unlock()
+	return nil
+}
+
+// putMine replaces the lease if it is still ours. A precondition failure may
+// mean an earlier attempt succeeded but its answer was lost: if the stored
+// record is still ours (same holder and epoch) it adopts its ETag and retries.
+func (l *Lease) putMine(ctx context.Context, rec Record, etag string) (replica.ObjectInfo, error) {
+	for attempt := 0; ; attempt++ {
+		body := encode(rec)
+		info, err := l.store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag)
+		if err == nil {
+			return info, nil
+		}
+		if !errors.Is(err, replica.ErrPreconditionFailed) && !errors.Is(err, replica.ErrNotFound) {
+			return replica.ObjectInfo{}, err
+		}
+		cur, curTag, rerr := Read(ctx, l.store)
+		if rerr != nil && !errors.Is(rerr, replica.ErrNotFound) {
+			return replica.ObjectInfo{}, rerr
+		}
+		if rerr != nil || cur.Holder != rec.Holder || cur.Epoch != rec.Epoch || cur.Released() || attempt > 2 {
+			return replica.ObjectInfo{}, fmt.Errorf("%w: %s in %s now names holder %q epoch %d", ErrLost, Key, l.store, cur.Holder, cur.Epoch)
+		}
+		etag = curTag
+	}
+}
+
+// Release stops renewing and marks the lease free (expiry in the past) so a
+// waiting instance takes it at its next poll. Call it only after the last
+// write is uploaded. Releasing a lost lease is a no-op.
+func (l *Lease) Release(ctx context.Context) error {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	if l.Err() != nil {
+		return nil
+	}
+	l.markLost(fmt.Errorf("%w: released", ErrLost))
+	l.mu.Lock()
+	rec, etag := l.rec, l.etag
+	l.mu.Unlock()
+	rec.Expires = time.Unix(1, 0).UTC()
+	if _, err := l.putMine(ctx, rec, etag); err != nil {
+		return fmt.Errorf("release lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.rec.Expires.Format(time.RFC3339))
+	}
+	l.opts.Logger.Info("lease released", "replica", l.store.String(), "holder", rec.Holder, "epoch", rec.Epoch)
+	return nil
+}
