@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/superfly/ltx"
 
@@ -54,7 +55,13 @@ func (db *DB) capture() error {
 		return db.resync(fmt.Sprintf("WAL is %d bytes, shorter than the captured offset %d with the same salts", st.Size(), start))
 	}
 
-	r, err := wal.NewReader(walFile, hdr, start, sum)
+	committed, err := db.committedFrames(walFile)
+	if errors.Is(err, wal.ErrIndexBusy) {
+		return nil // SQLite is publishing a commit right now: take it next time
+	} else if err != nil {
+		return err
+	}
+	r, err := wal.NewReader(committed, hdr, start, sum)
 	if err != nil {
 		return db.resync(err.Error())
 	}
@@ -286,4 +293,32 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 func (db *DB) adopt(v *view, sums []ltx.Checksum, txid ltx.TXID) {
 	db.pageSize, db.commit, db.checksums, db.xor, db.txid = v.pageSize, v.commit, sums, xorAll(sums), txid
 	db.wcur, db.walIndex = v.cur, v.index
+}
+
+// committedFrames bounds walFile to the frames the wal-index has published
+// (mxFrame): frames past it may be the leftovers of a writer that died before
+// publishing its commit, which SQLite never shows to readers and overwrites.
+// Without a -shm file (exclusive locking mode) the whole file is used.
+func (db *DB) committedFrames(walFile *os.File) (io.ReaderAt, error) {
+	if db.shmFile == nil {
+		return walFile, nil
+	}
+	hdr, err := wal.ReadHeader(walFile)
+	if err != nil {
+		return walFile, nil // no valid log: nothing will be read from it anyway
+	}
+	var mx uint32
+	for attempt := 0; ; attempt++ {
+		if mx, err = wal.ReadIndexMaxFrame(db.shmFile, hdr); !errors.Is(err, wal.ErrIndexBusy) || attempt == 20 {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err != nil {
+		if errors.Is(err, wal.ErrIndexBusy) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read the wal-index of %s: %w", db.path, err)
+	}
+	return io.NewSectionReader(walFile, 0, hdr.FrameOffset(int64(mx)+1)), nil
 }

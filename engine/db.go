@@ -46,6 +46,11 @@ type DB struct {
 	// file drops all of this process's POSIX locks on it, SQLite's included,
 	// which would let the application checkpoint and delete unshipped frames.
 	dbFile *os.File
+	// shmFile is the wal-index (-shm), read for the frames SQLite has made
+	// visible (wal.ReadIndexMaxFrame). Kept open for the same reason: SQLite
+	// holds its WAL locks as POSIX locks on this file. nil if there is none
+	// (an application in exclusive locking mode keeps the index in memory).
+	shmFile *os.File
 
 	mu      sync.Mutex
 	lock    *sqlite.Conn    // takes the write lock for checkpoints
@@ -93,6 +98,9 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	if err := db.openConns(ctx); err != nil {
 		db.closeConns()
 		return nil, err
+	}
+	if f, err := os.Open(path + "-shm"); err == nil {
+		db.shmFile = f
 	}
 	replicaPos, err := replica.LatestPos(ctx, store)
 	if err != nil {
@@ -169,6 +177,10 @@ func (db *DB) closeConns() {
 		_ = db.dbFile.Close()
 		db.dbFile = nil
 	}
+	if db.shmFile != nil {
+		_ = db.shmFile.Close()
+		db.shmFile = nil
+	}
 }
 
 // start reads the whole database and positions the DB against the replica.
@@ -221,7 +233,14 @@ func (db *DB) openView() (*view, func(), error) {
 			walFile.Close()
 		}
 	}
-	v, err := openView(db.dbFile, walFile)
+	var committed io.ReaderAt
+	if walFile != nil {
+		if committed, err = db.committedFrames(walFile); err != nil {
+			closeFiles()
+			return nil, nil, err
+		}
+	}
+	v, err := openView(db.dbFile, walFile, committed)
 	if err != nil {
 		closeFiles()
 		return nil, nil, fmt.Errorf("read %s: %w", db.path, err)

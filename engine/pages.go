@@ -67,7 +67,8 @@ type view struct {
 }
 
 // openView scans the whole WAL from its first frame. walFile may be nil.
-func openView(dbFile, walFile *os.File) (*view, error) {
+// committed bounds the frames scanned (see DB.committedFrames); nil: walFile.
+func openView(dbFile, walFile *os.File, committed io.ReaderAt) (*view, error) {
 	pageSize, pages, err := dbHeader(dbFile)
 	if err != nil {
 		return nil, err
@@ -81,7 +82,10 @@ func openView(dbFile, walFile *os.File) (*view, error) {
 				return nil, fmt.Errorf("WAL %s has page size %d but the database has %d", walFile.Name(), hdr.PageSize, pageSize)
 			}
 			v.pageSize = hdr.PageSize
-			r, err := wal.NewReader(walFile, hdr, wal.HeaderSize, hdr.Checksum)
+			if committed == nil {
+				committed = walFile
+			}
+			r, err := wal.NewReader(committed, hdr, wal.HeaderSize, hdr.Checksum)
 			if err != nil {
 				return nil, err
 			}

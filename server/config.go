@@ -23,6 +23,7 @@ type Config struct {
 	Group                      Group         `yaml:"group"`
 	Hrana                      Hrana         `yaml:"hrana"`
 	Compaction                 Compaction    `yaml:"compaction"`
+	Lease                      LeaseConfig   `yaml:"lease"`
 }
 
 // TokenConfig is one static bearer token.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -54,6 +55,9 @@ type Options struct {
 	MaxSessions      int           // interactive sessions per database [64]
 	Logger           *slog.Logger
 	Observer         Observer
+	// Lease, if set, makes this instance write a database only while it
+	// holds the database's lease (see leases.go). Nil: no leases.
+	Lease *lease.Options
 }
 
 func (o *Options) setDefaults() {
@@ -89,6 +93,7 @@ type Host struct {
 	dbs    map[string]*database
 	locks  map[string]*sync.Mutex // serialises open/create/delete per name
 	closed bool
+	leases *leaseTable // nil without Options.Lease
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -100,7 +105,11 @@ func New(opts Options) (*Host, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", opts.DataDir, err)
 	}
-	return &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}, nil
+	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}
+	if opts.Lease != nil {
+		h.leases = newLeaseTable(h, *opts.Lease)
+	}
+	return h, nil
 }
 
 func (h *Host) path(name string) string { return filepath.Join(h.opts.DataDir, name+".db") }
@@ -141,6 +150,9 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	}
 	unlock := h.lock(name)
 	defer unlock()
+	if db, err := h.cached(name); db != nil || err != nil { // opened while we waited for the lock
+		return db, err
+	}
 	db, err := h.open(ctx, name, name == DefaultDatabase, false)
 	if err != nil {
 		return nil, err
@@ -175,6 +187,20 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 	path := h.path(name)
 	store := Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
+	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
+		release, err := h.leases.acquire(ctx, name, store)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			h.mu.Lock()
+			opened := h.dbs[name] != nil
+			h.mu.Unlock()
+			if !opened {
+				release()
+			}
+		}()
+	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		restored, err := h.restore(ctx, store, path, log)
 		switch {
@@ -258,6 +284,9 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 			return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": another writer owns its replica (fenced): "+err.Error())
 		}
 		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
+	}
+	if h.leases != nil {
+		rep = h.leases.wrap(name, store, rep)
 	}
 	db.rep = rep
 	if err := db.openConns(); err != nil {
@@ -362,6 +391,9 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 			h.opts.Logger.Warn("closing database for delete", "db", name, "err", err)
 		}
 	}
+	if h.leases != nil {
+		h.leases.release(name)
+	}
 	for _, suffix := range localFileSuffixes {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return errorf("INTERNAL", http.StatusInternalServerError, "delete "+path+suffix+": "+err.Error())
@@ -419,6 +451,9 @@ func (h *Host) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if h.leases != nil { // after the final uploads: a waiter may take over now
+		h.leases.closeAll()
+	}
 	close(errs)
 	var all []error
 	for err := range errs {

@@ -1,0 +1,311 @@
+package dbhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
+	"github.com/superfly/ltx"
+)
+
+// Leases: with Options.Lease set, a database is opened for writing only by
+// the instance holding its lease (package lease). An instance that finds the
+// lease held answers with a *NotLeaderError naming the holder (the server
+// forwards the request there) and waits for the lease in the background;
+// once it has it, it catches up from the bucket (the engine finds the local
+// file behind and it is restored) and opens the database. A holder that
+// loses its lease, or is fenced by the conditional create of an LTX file,
+// stops writing, drops its local copy and goes back to waiting.
+
+// CodeNotLeader: another instance holds the database's lease.
+const CodeNotLeader = "NOT_LEADER"
+
+// NotLeaderError says which instance holds a database's lease. It unwraps
+// to a retryable 503 *Error for callers that do not forward.
+type NotLeaderError struct {
+	Name   string
+	Leader lease.Record
+}
+
+func (e *NotLeaderError) Error() string { return e.Unwrap().Error() }
+
+func (e *NotLeaderError) Unwrap() error {
+	return errorf(CodeNotLeader, http.StatusServiceUnavailable, fmt.Sprintf(
+		"database %s is written by another instance (%s at %s, lease epoch %d); send writes there or retry",
+		quote(e.Name), e.Leader.Holder, e.Leader.URL, e.Leader.Epoch))
+}
+
+// leaseTable tracks this instance's leases and the holders it waits on.
+type leaseTable struct {
+	h    *Host
+	mu   sync.Mutex
+	opts lease.Options
+	held map[string]*lease.Lease
+	seen map[string]lease.Record // holder last seen, for databases we wait on
+	wait map[string]bool         // a waiter goroutine runs
+	ctx  context.Context         // ends on Close: waiters stop
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func newLeaseTable(h *Host, opts lease.Options) *leaseTable {
+	ctx, stop := context.WithCancel(context.Background())
+	return &leaseTable{h: h, opts: opts, held: map[string]*lease.Lease{}, seen: map[string]lease.Record{},
+		wait: map[string]bool{}, ctx: ctx, stop: stop}
+}
+
+// SetAdvertiseURL sets the URL written into leases taken from now on (the
+// listen address is known only once the server listens).
+func (h *Host) SetAdvertiseURL(url string) {
+	if h.leases != nil {
+		h.leases.mu.Lock()
+		h.leases.opts.URL = url
+		h.leases.mu.Unlock()
+	}
+}
+
+// Leader returns the holder this instance last saw for name, if it waits on it.
+func (h *Host) Leader(name string) (lease.Record, bool) {
+	if h.leases == nil {
+		return lease.Record{}, false
+	}
+	h.leases.mu.Lock()
+	defer h.leases.mu.Unlock()
+	rec, ok := h.leases.seen[name]
+	return rec, ok && h.leases.wait[name]
+}
+
+// acquire takes name's lease before open (the caller holds name's lock).
+// release undoes it if the open fails.
+func (t *leaseTable) acquire(ctx context.Context, name string, store replica.Store) (release func(), err error) {
+	t.mu.Lock()
+	if l := t.held[name]; l != nil && l.Valid() {
+		t.mu.Unlock()
+		return func() {}, nil // taken by the waiter, which is opening it
+	}
+	if t.wait[name] {
+		rec := t.seen[name]
+		t.mu.Unlock()
+		return nil, &NotLeaderError{Name: name, Leader: rec}
+	}
+	opts := t.opts
+	t.mu.Unlock()
+	l, err := lease.TryAcquire(ctx, store, opts)
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		t.startWaiter(name, store, held.Record)
+		return nil, &NotLeaderError{Name: name, Leader: held.Record}
+	}
+	if err != nil {
+		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": "+err.Error()+"; retry")
+	}
+	t.mu.Lock()
+	t.held[name] = l
+	t.mu.Unlock()
+	return func() { t.release(name) }, nil
+}
+
+// release gives name's lease up (after its last upload).
+func (t *leaseTable) release(name string) {
+	t.mu.Lock()
+	l := t.held[name]
+	delete(t.held, name)
+	t.mu.Unlock()
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		t.h.opts.Logger.Warn("releasing lease failed", "db", name, "err", err)
+	}
+}
+
+// startWaiter waits for name's lease in the background, then opens the
+// database (restoring what the previous holder shipped).
+func (t *leaseTable) startWaiter(name string, store replica.Store, holder lease.Record) {
+	t.mu.Lock()
+	t.seen[name] = holder
+	if t.wait[name] || t.ctx.Err() != nil {
+		t.mu.Unlock()
+		return
+	}
+	t.wait[name] = true
+	opts := t.opts
+	t.wg.Add(1)
+	t.mu.Unlock()
+	log := t.h.opts.Logger.With("db", name)
+	log.Info("another instance holds the lease; waiting for it", "holder", holder.Holder, "url", holder.URL, "epoch", holder.Epoch)
+	go func() {
+		defer t.wg.Done()
+		l, err := lease.Acquire(t.ctx, store, opts, func(r lease.Record) {
+			t.mu.Lock()
+			t.seen[name] = r
+			t.mu.Unlock()
+		})
+		if err != nil { // closing
+			t.mu.Lock()
+			t.wait[name] = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Lock()
+		t.held[name] = l
+		t.wait[name] = false
+		delete(t.seen, name)
+		t.mu.Unlock()
+		log.Info("took the lease; catching up from the bucket", "epoch", l.Record().Epoch)
+		if _, err := t.h.Get(t.ctx, name); err != nil {
+			log.Error("opening the database after taking its lease failed; releasing the lease", "err", err)
+			t.release(name)
+		}
+	}()
+}
+
+// wrap makes rep stop shipping once the lease is no longer valid, and
+// demotes the database when the lease is lost or an upload is fenced.
+func (t *leaseTable) wrap(name string, store replica.Store, rep Replicator) Replicator {
+	t.mu.Lock()
+	l := t.held[name]
+	t.mu.Unlock()
+	if l == nil {
+		return rep
+	}
+	lr := &leasedReplicator{Replicator: rep, lease: l, table: t, name: name, store: store}
+	go func() {
+		select {
+		case <-l.Lost():
+			t.mu.Lock()
+			mine := t.held[name] == l // a released lease was removed from held first
+			t.mu.Unlock()
+			if mine {
+				lr.demote(l.Err())
+			}
+		case <-t.ctx.Done():
+		}
+	}()
+	return lr
+}
+
+// leasedReplicator refuses to ship without a valid lease: an upload runs
+// only until the lease's local deadline, so the holder stops before a
+// contender may take over.
+type leasedReplicator struct {
+	Replicator
+	lease *lease.Lease
+	table *leaseTable
+	name  string
+	store replica.Store
+	once  sync.Once
+}
+
+// errLeaseLost wraps the engine's fenced error so the write path treats it
+// exactly like a lost conditional create.
+type errLeaseLost struct{ cause, fenced error }
+
+func (e errLeaseLost) Error() string {
+	return "lease lost (" + e.cause.Error() + "): " + e.fenced.Error()
+}
+func (e errLeaseLost) Unwrap() error { return e.fenced }
+
+func (r *leasedReplicator) Sync(ctx context.Context) (ltx.Pos, error) {
+	if !r.lease.Valid() {
+		err := r.fenceErr(fmt.Errorf("%w: this instance no longer holds the lease of %s", lease.ErrLost, r.store))
+		r.demote(err)
+		return r.Replicator.Pos(), err
+	}
+	pos, err := r.Replicator.Sync(ctx)
+	if r.table.h.opts.Replication.fenced(err) {
+		r.demote(err)
+	}
+	return pos, err
+}
+
+func (r *leasedReplicator) fenceErr(cause error) error {
+	return errLeaseLost{cause: cause, fenced: engine.ErrFenced}
+}
+
+// Close ships what is left only while the lease is valid; without it, the
+// final upload is cut short (a cancelled context) so nothing is written.
+func (r *leasedReplicator) Close(ctx context.Context) error {
+	if !r.lease.Valid() {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = cancelled
+	}
+	return r.Replicator.Close(ctx)
+}
+
+// demote runs once: it takes the database out of service, drops its local
+// files (the bucket is the truth) and waits for the lease again.
+func (r *leasedReplicator) demote(cause error) {
+	r.once.Do(func() {
+		h := r.table.h
+		if h.isClosed() {
+			return
+		}
+		log := h.opts.Logger.With("db", r.name)
+		log.Error("this instance lost the write role; nothing more is acknowledged here. Dropping the local copy and following the new holder",
+			"err", cause)
+		go func() {
+			unlock := h.lock(r.name)
+			h.mu.Lock()
+			db := h.dbs[r.name]
+			if db != nil && db.rep == Replicator(r) {
+				delete(h.dbs, r.name)
+			} else {
+				db = nil
+			}
+			h.mu.Unlock()
+			if db != nil {
+				db.fenced.Store(true)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_ = db.close(ctx)
+				cancel()
+				for _, suffix := range localFileSuffixes {
+					_ = os.Remove(db.path + suffix)
+				}
+			}
+			r.table.mu.Lock()
+			if r.table.held[r.name] == r.lease {
+				delete(r.table.held, r.name)
+			}
+			r.table.mu.Unlock()
+			unlock()
+			rec, _, _ := lease.Read(context.Background(), r.store)
+			r.table.startWaiter(r.name, r.store, rec)
+		}()
+	})
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// closeLeases stops the waiters and releases every lease; call it after
+// every database is closed (its last group shipped).
+func (t *leaseTable) closeAll() {
+	t.stop()
+	t.wg.Wait()
+	t.mu.Lock()
+	names := make([]string, 0, len(t.held))
+	for n := range t.held {
+		names = append(names, n)
+	}
+	t.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func() { defer wg.Done(); t.release(n) }()
+	}
+	wg.Wait()
+}
