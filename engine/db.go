@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
@@ -69,8 +70,10 @@ type DB struct {
 	brokenAt  *cursor          // the chain was broken at this cursor on the previous capture
 	resyncWhy string           // non-empty: the next capture must resync by diff
 
-	pos     ltx.Pos      // last position accepted by the store
-	pending *pendingFile // captured, not yet accepted
+	pos     ltx.Pos                 // last position accepted by the store
+	posCopy atomic.Pointer[ltx.Pos] // pos, for Pos() without mu (Sync holds mu during uploads)
+	pending *pendingFile            // captured, not yet accepted
+	posFile positionFile            // <db>-sluice, rewritten after each upload
 	fenced  error
 	closed  bool
 }
@@ -173,6 +176,7 @@ func (db *DB) closeConns() {
 	}
 	db.lock, db.readers = nil, [2]*sqlite.Conn{}
 	db.reading = false
+	db.posFile.close()
 	if db.dbFile != nil {
 		_ = db.dbFile.Close()
 		db.dbFile = nil
@@ -204,7 +208,7 @@ func (db *DB) start(replicaPos ltx.Pos) error {
 	case replicaPos.PostApplyChecksum == local:
 		db.log.Info("database matches the replica; continuing", "replica", db.store.String(), "txid", replicaPos.TXID.String())
 		db.adopt(v, sums, replicaPos.TXID)
-		db.pos = replicaPos
+		db.setPos(replicaPos)
 		return nil
 	case db.opts.RequireMatch:
 		return fmt.Errorf("%w: %s has checksum %s, replica %s is at TXID %s with checksum %s; restore the database from the replica",
@@ -214,7 +218,7 @@ func (db *DB) start(replicaPos ltx.Pos) error {
 			"replica", db.store.String(), "replica_txid", replicaPos.TXID.String(),
 			"replica_checksum", replicaPos.PostApplyChecksum.String(), "local_checksum", local.String())
 	}
-	db.pos = replicaPos
+	db.setPos(replicaPos)
 	return db.captureView(v, sums, allPages(v.commit, v.pageSize), replicaPos)
 }
 
@@ -264,11 +268,20 @@ func (db *DB) rotateRead(ctx context.Context) error {
 	return nil
 }
 
-// Pos returns the last position accepted by the store.
+// Pos returns the last position accepted by the store. It takes no lock:
+// a server's writer asks for it after every commit, while Sync holds the
+// mutex for a whole upload.
 func (db *DB) Pos() ltx.Pos {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.pos
+	if p := db.posCopy.Load(); p != nil {
+		return *p
+	}
+	return ltx.Pos{}
+}
+
+// setPos records the position the store accepted (under mu).
+func (db *DB) setPos(pos ltx.Pos) {
+	db.pos = pos
+	db.posCopy.Store(&pos)
 }
 
 func (db *DB) usable() error {

@@ -110,8 +110,8 @@ func (db *DB) upload(ctx context.Context) error {
 		return fmt.Errorf("ship TXID %s of %s (will retry): %w", p.txid, db.path, err)
 	}
 	db.pending = nil
-	db.pos = p.post
-	if err := RecordPosition(db.path, db.store.String(), p.post); err != nil {
+	db.setPos(p.post)
+	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
 	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", len(p.data))

@@ -57,3 +57,48 @@ func recordedChecksum(dbPath, replica string, txid ltx.TXID) ltx.Checksum {
 	}
 	return st.Checksum
 }
+
+// positionFile keeps <db>-sluice open while the database replicates, so that
+// recording the position after an upload is one write instead of a create, a
+// write and a rename (about a millisecond under load, on every upload's
+// latency). The record is padded with spaces to the file's length, so one
+// write replaces it whole (JSON ignores the trailing spaces); a torn record
+// only costs one full-page upload after a restart, as a missing one does.
+type positionFile struct {
+	f    *os.File
+	size int
+}
+
+func (pf *positionFile) record(dbPath, replica string, pos ltx.Pos) error {
+	if pf.f == nil {
+		f, err := os.OpenFile(dbPath+stateSuffix, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("record replication position of %s: %w", dbPath, err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("record replication position of %s: %w", dbPath, err)
+		}
+		pf.f, pf.size = f, int(st.Size())
+	}
+	b, err := json.Marshal(localState{Replica: replica, TXID: pos.TXID, Checksum: pos.PostApplyChecksum})
+	if err != nil {
+		return err
+	}
+	for len(b) < pf.size {
+		b = append(b, ' ')
+	}
+	if _, err := pf.f.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("record replication position of %s: %w", dbPath, err)
+	}
+	pf.size = len(b)
+	return nil
+}
+
+func (pf *positionFile) close() {
+	if pf.f != nil {
+		_ = pf.f.Close()
+		pf.f = nil
+	}
+}

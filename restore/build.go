@@ -73,6 +73,13 @@ type builder struct {
 	pageSize uint32
 	commit   uint32
 	present  bitmap // pages written by the base
+
+	// newestDirect: the newest file, not the base, is decoded straight into
+	// the image (when it is the larger of the two, as after a shutdown
+	// compaction on a young replica), and the base goes to a slab. Only one
+	// file ever writes the image during the downloads, so no page races.
+	newestDirect bool
+	newestSeen   bitmap
 }
 
 // build downloads and decodes files in parallel into the image, lays the
@@ -80,6 +87,7 @@ type builder struct {
 // final database checksum, and writes the image to f.
 func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f *os.File, opts Options) (built, error) {
 	b := &builder{store: store, files: files, f: f, imgReady: make(chan struct{})}
+	b.newestDirect = len(files) > 1 && files[len(files)-1].Size > files[0].Size
 	b.prog = &progress{fn: opts.Progress}
 	for _, x := range files {
 		b.prog.total += x.Size
@@ -227,12 +235,19 @@ func (b *builder) fetch(ctx context.Context, i int) (decoded, error) {
 	}
 
 	var d decoded
-	if i == 0 {
+	switch {
+	case i == 0 && !b.newestDirect:
 		err = b.decodeBase(ctx, dec, hdr, file)
-	} else {
+	case i == len(b.files)-1 && b.newestDirect:
+		if err = b.decodeNewest(dec, hdr); err != nil {
+			err = corrupt("pages", err)
+		}
+	default:
 		d, err = decodeSlab(dec, hdr)
 		if err != nil {
 			err = corrupt("pages", err)
+		} else if i == 0 {
+			err = b.checkSnapshotPages(d.pgnos, hdr, file)
 		}
 	}
 	if err != nil {
@@ -310,6 +325,47 @@ func (b *builder) decodeBase(ctx context.Context, dec *ltx.Decoder, hdr ltx.Head
 	return nil
 }
 
+// decodeNewest decodes the newest file's pages into their image slots; every
+// one of them is final (the newest file's Commit is the database's size).
+func (b *builder) decodeNewest(dec *ltx.Decoder, hdr ltx.Header) error {
+	b.newestSeen = newBitmap(b.commit)
+	ps := int64(b.pageSize)
+	scratch := make([]byte, ps)
+	var ph ltx.PageHeader
+	for {
+		if err := dec.DecodePage(&ph, scratch); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if ph.Pgno <= b.commit {
+			copy(b.img.buf[int64(ph.Pgno-1)*ps:int64(ph.Pgno)*ps], scratch)
+			b.newestSeen.set(ph.Pgno)
+		}
+	}
+}
+
+// checkSnapshotPages holds a base decoded into a slab to what decodeBase
+// checks while streaming: pages 1..Commit in order, the lock page skipped.
+func (b *builder) checkSnapshotPages(pgnos []uint32, hdr ltx.Header, file replica.LTXFile) error {
+	lock := ltx.LockPgno(hdr.PageSize)
+	want := uint32(1)
+	for _, p := range pgnos {
+		if want == lock {
+			want++
+		}
+		if p != want {
+			return fmt.Errorf("snapshot %s in %s holds page %d where page %d was expected: the file is damaged", file.Key, b.store, p, want)
+		}
+		want++
+	}
+	if last := want - 1; last != hdr.Commit && !(hdr.Commit == lock && last == lock-1) {
+		return fmt.Errorf("snapshot %s in %s holds pages 1..%d but its header says the database has %d pages: the file is damaged",
+			file.Key, b.store, last, hdr.Commit)
+	}
+	return nil
+}
+
 // decodeSlab decodes every page of an incremental file into one slab.
 func decodeSlab(dec *ltx.Decoder, hdr ltx.Header) (decoded, error) {
 	d := decoded{pages: slab{pageSize: int(hdr.PageSize)}}
@@ -363,7 +419,13 @@ func (b *builder) overlay(results []decoded) error {
 	ps := int64(b.pageSize)
 	seen := newBitmap(b.commit)
 	limit := b.commit
-	for k := len(results) - 1; k >= 1; k-- {
+	newest, oldest := len(results)-1, 1
+	if b.newestDirect {
+		// Already in the image; the base is a slab like the others.
+		seen, newest, oldest = b.newestSeen, len(results)-2, 0
+		limit = min(limit, results[len(results)-1].hdr.Commit)
+	}
+	for k := newest; k >= oldest; k-- {
 		d := results[k]
 		for j, pgno := range d.pgnos {
 			if pgno > limit || seen.get(pgno) {
@@ -376,7 +438,7 @@ func (b *builder) overlay(results []decoded) error {
 	}
 	lock := ltx.LockPgno(b.pageSize)
 	for pgno := uint32(1); pgno <= b.commit; pgno++ {
-		if pgno == lock || seen.get(pgno) || (pgno <= limit && b.present.get(pgno)) {
+		if pgno == lock || seen.get(pgno) || (!b.newestDirect && pgno <= limit && b.present.get(pgno)) {
 			continue
 		}
 		return fmt.Errorf("restore from %s: no file in the chain %s..%s holds page %d of the database's %d pages; "+

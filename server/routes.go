@@ -23,13 +23,14 @@ func (s *Server) routes() http.Handler {
 	j := jsonapi.New(s.host)
 	jm := http.NewServeMux()
 	j.Register(jm)
-	for _, p := range []string{"POST /v1/databases/{name}/query", "GET /v1/databases", "PUT /v1/databases/{name}",
+	handle("GET /v1/databases", jm.ServeHTTP)
+	for _, p := range []string{"POST /v1/databases/{name}/query", "PUT /v1/databases/{name}",
 		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}"} {
-		handle(p, jm.ServeHTTP)
+		handle(p, s.leaderOnly(jm.ServeHTTP))
 	}
 	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/execute", "/v1/batch"} {
-		handle(p, s.serveHrana)
-		handle("/db/{name}"+p, s.serveHrana)
+		handle(p, s.leaderOnly(s.serveHrana))
+		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
 	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", metrics.ContentType)

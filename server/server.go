@@ -38,6 +38,8 @@ type Server struct {
 	auth    *auth.Authenticator
 	metrics *serverMetrics
 	handler http.Handler
+
+	advertiseURL string // where other instances forward this one's databases' requests
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -82,6 +84,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxSessions:      cfg.Limits.MaxSessions,
 		Logger:           logger,
 		Observer:         s.metrics,
+		Lease:            leaseOptions(cfg.Lease, logger),
 	})
 	if err != nil {
 		return nil, err
@@ -151,6 +154,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.advertise(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "replica", s.store.String(),

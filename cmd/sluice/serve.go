@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicedb/sluice/server"
 )
@@ -46,6 +47,9 @@ func runServe(ctx context.Context, args []string) error {
 	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
+	leaseOn := fs.Bool("lease", true, "write a database only while holding its lease in the bucket; forward writes to the holder")
+	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "lease time-to-live (renewed every third of it)")
+	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,6 +77,12 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Durability = *durability
 		case "allow-unauthenticated-remote":
 			cfg.AllowUnauthenticatedRemote = *allowRemote
+		case "lease":
+			cfg.Lease.Disabled = !*leaseOn
+		case "lease-ttl":
+			cfg.Lease.TTL = server.Duration(*leaseTTL)
+		case "advertise":
+			cfg.Lease.Advertise = *advertise
 		}
 	})
 	cfg.Tokens = append(cfg.Tokens, tokens...)
