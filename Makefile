@@ -8,15 +8,17 @@ export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 # Packages on the write path run under the race detector.
 RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/...
 
-.PHONY: build run test deps lint unit bench-restore bench-serve clean
+.PHONY: build sluice run test deps lint unit bench-restore bench-serve clean
 
-build:
-	$(GO) build -o $(BIN) ./cmd/sluice
+build: sluice
 	$(GO) build -o bin/sluice-peerapp ./bench/peers/peerapp
+
+sluice:
+	$(GO) build -o $(BIN) ./cmd/sluice
 
 ## run: sluice's main job on its embedded default: databases in ./sluice-data,
 ## every write replicated to file://./sluice-data/replica, HTTP on 127.0.0.1:8080.
-run: build
+run: sluice
 	./$(BIN) serve
 
 ## test: install what the tests need (idempotent), then lint and run every test.
@@ -35,7 +37,7 @@ unit:
 	$(GO) test -timeout 40m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica)(/|$$)')
 
 ## bench-restore: seed 001's database, restored by sluice and by Litestream from MinIO.
-bench-restore: build
+bench-restore: sluice
 	./$(BIN) bench restore
 
 ## bench-serve: seed 001's load against sluice serve, the ceiling and the seed-001 stack.

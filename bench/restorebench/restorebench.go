@@ -216,6 +216,9 @@ func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exe
 			stop()
 			return err
 		}
+		if step := o.Rows / 5; step > 0 && n%step < o.PerTx && n < o.Rows {
+			fmt.Fprintf(o.Out, "  %d of %d rows…\n", n, o.Rows)
+		}
 	}
 	ins.Finalize()
 	time.Sleep(1500 * time.Millisecond) // one more interval so both tools see a quiet database
