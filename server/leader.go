@@ -26,10 +26,18 @@ import (
 
 // LeaseConfig configures leases (on unless Disabled).
 type LeaseConfig struct {
-	Disabled       bool     `yaml:"disabled"`
+	// Enabled turns on multi-instance mode. Off by default: the holder renews
+	// its lease (one conditional PUT every TTL/3), which a single instance
+	// does not need and which would break "idle costs nothing".
+	Enabled        bool     `yaml:"enabled"`
 	TTL            Duration `yaml:"ttl"`             // default 10s
 	Advertise      string   `yaml:"advertise"`       // URL other instances forward to; default http://<listen address>
 	ForwardTimeout Duration `yaml:"forward_timeout"` // default 10s
+	// Follow runs a read-only replica: it never takes a lease, serves reads
+	// from followers and forwards everything else to the lease holder.
+	Follow       bool     `yaml:"follow"`
+	PollInterval Duration `yaml:"poll_interval"` // follower poll, default 200ms
+	BookmarkWait Duration `yaml:"bookmark_wait"` // a read's wait for its bookmark, default 5s
 }
 
 // forwardedHeader marks a forwarded request: it is never forwarded again
@@ -37,7 +45,7 @@ type LeaseConfig struct {
 const forwardedHeader = "Sluice-Forwarded-By"
 
 func leaseOptions(cfg LeaseConfig, logger *slog.Logger) *lease.Options {
-	if cfg.Disabled {
+	if !cfg.Enabled || cfg.Follow {
 		return nil
 	}
 	return &lease.Options{Holder: lease.NewHolderID(), URL: cfg.Advertise, TTL: time.Duration(cfg.TTL), Logger: logger}
@@ -63,7 +71,7 @@ var forwardClient = &http.Client{Transport: &http.Transport{
 // leaderOnly runs next here if this instance holds (or can take) the
 // database's lease, and forwards the request to the holder otherwise.
 func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
-	if s.cfg.Lease.Disabled {
+	if !s.cfg.Lease.Enabled && !s.cfg.Lease.Follow {
 		return next
 	}
 	timeout := time.Duration(s.cfg.Lease.ForwardTimeout)
@@ -98,6 +106,13 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 			if r.Header.Get(forwardedHeader) != "" {
 				jsonapi.WriteError(w, err)
 				return
+			}
+			if body == nil {
+				served, b := s.serveFromReplica(w, r, name, next)
+				if served {
+					return
+				}
+				body = b
 			}
 			rec := nl.Leader
 			if rec.URL != "" && rec.URL != s.advertiseURL && !rec.Expired(time.Now()) {

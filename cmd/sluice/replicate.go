@@ -30,6 +30,7 @@ type sidecarFlags struct {
 	retention        time.Duration
 	l0Retention      time.Duration
 	verbose          bool
+	lease            leaseFlags
 }
 
 func (f *sidecarFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,7 @@ func (f *sidecarFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retention, "retention", 0, "keep what restores any point in this window (default 24h)")
 	fs.DurationVar(&f.l0Retention, "l0-retention", 0, "keep per-sync files this long after compaction (default 5m)")
 	fs.BoolVar(&f.verbose, "v", false, "log every shipped file")
+	f.lease.register(fs)
 }
 
 // resolve turns flags/config/positional args into targets plus compaction settings.
@@ -105,12 +107,15 @@ func runReplicate(ctx context.Context, args []string) error {
 		fs.Usage()
 		return err
 	}
-	return replicateAll(ctx, targets, cc, newLogger(sf.verbose))
+	logger := newLogger(sf.verbose)
+	leases := newSidecarLeases(sf.lease)
+	defer leases.releaseAll(logger)
+	return replicateAll(ctx, targets, cc, logger, leases)
 }
 
 // replicateAll runs one replicator (and its compactor) per database until ctx
 // ends or one of them fails; the others then ship what they have and stop.
-func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger) error {
+func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -130,7 +135,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = replicateOne(ctx, t, stores[i], cc, logger)
+			errs[i] = replicateOne(ctx, t, stores[i], cc, logger, leases)
 			if errs[i] != nil {
 				cancel()
 			}
@@ -157,8 +162,16 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 }
 
 // logger has no "db" attribute: the engine adds its own.
-func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger) error {
+func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger, leases *sidecarLeases) error {
 	dbLog := logger.With("db", t.Path)
+	if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the lease: nothing was shipped
+		}
+		return err
+	}
+	defer leases.release(t.Path, dbLog) // after the final upload and compaction
+	store = leases.guard(t.Path, store)
 	comp := compact.New(store, cc, dbLog)
 	compCtx, stopComp := context.WithCancel(context.WithoutCancel(ctx))
 	compDone := make(chan error, 1)

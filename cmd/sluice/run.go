@@ -54,18 +54,27 @@ func runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(sf.verbose)
+	leases := newSidecarLeases(sf.lease)
+	defer leases.releaseAll(logger)
 
 	// Restore on boot (seed 000's entrypoint): only what is missing locally.
 	for _, t := range targets {
-		if _, err := os.Stat(t.Path); err == nil {
+		if _, err := os.Stat(t.Path); err == nil && !sf.lease.on {
 			continue
 		}
 		store, err := replicaurl.Open(ctx, t.ReplicaURL)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.Path, err)
 		}
+		defer store.Close() // also renews the lease until exit
+		// With -lease the lease comes first, so the restore sees the previous holder's final upload.
+		if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
+			return err
+		}
+		if _, err := os.Stat(t.Path); err == nil {
+			continue
+		}
 		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger})
-		defer store.Close()
 		switch {
 		case errors.Is(err, restore.ErrNoReplica):
 			logger.Info("no replica yet; starting with a new database", "db", t.Path)
@@ -84,7 +93,7 @@ func runRun(ctx context.Context, args []string) error {
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRep()
 	repDone := make(chan error, 1)
-	go func() { repDone <- replicateAll(repCtx, targets, cc, logger) }()
+	go func() { repDone <- replicateAll(repCtx, targets, cc, logger, leases) }()
 
 	child := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr

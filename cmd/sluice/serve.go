@@ -47,9 +47,11 @@ func runServe(ctx context.Context, args []string) error {
 	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
-	leaseOn := fs.Bool("lease", true, "write a database only while holding its lease in the bucket; forward writes to the holder")
+	leaseOn := fs.Bool("lease", false, "multi-instance mode: write a database only while holding its lease in the bucket; forward writes to the holder")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "lease time-to-live (renewed every third of it)")
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
+	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
+	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,11 +80,15 @@ func runServe(ctx context.Context, args []string) error {
 		case "allow-unauthenticated-remote":
 			cfg.AllowUnauthenticatedRemote = *allowRemote
 		case "lease":
-			cfg.Lease.Disabled = !*leaseOn
+			cfg.Lease.Enabled = *leaseOn
 		case "lease-ttl":
 			cfg.Lease.TTL = server.Duration(*leaseTTL)
 		case "advertise":
 			cfg.Lease.Advertise = *advertise
+		case "follow":
+			cfg.Lease.Follow = *followOnly
+		case "follow-poll":
+			cfg.Lease.PollInterval = server.Duration(*followPoll)
 		}
 	})
 	cfg.Tokens = append(cfg.Tokens, tokens...)

@@ -17,6 +17,7 @@ type conn struct {
 	timeout  time.Duration // per-statement time limit
 	readOnly bool
 	cached   map[string]bool // statements zombiezen caches on this connection
+	intr     *interrupter
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
@@ -53,7 +54,7 @@ func openConn(path string, readOnly bool, timeout time.Duration) (*conn, error) 
 		c.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &conn{c: c, g: g, timeout: timeout, readOnly: readOnly, cached: map[string]bool{}}, nil
+	return &conn{c: c, g: g, timeout: timeout, readOnly: readOnly, cached: map[string]bool{}, intr: newInterrupter(c)}, nil
 }
 
 func execSimple(c *sqlite.Conn, query string) error {
@@ -70,22 +71,12 @@ func execSimple(c *sqlite.Conn, query string) error {
 	}
 }
 
-func (c *conn) close() error { return c.c.Close() }
+func (c *conn) close() error {
+	c.intr.stop()
+	return c.c.Close()
+}
 
 func (c *conn) Autocommit() bool { return c.c.AutocommitEnabled() }
-
-// withDeadline arms SQLite's interrupt for the statement time limit and the
-// caller's context; the returned func disarms it and says whether the limit fired.
-func (c *conn) withDeadline(ctx context.Context) (context.Context, func() bool) {
-	tctx, cancel := context.WithTimeout(ctx, c.timeout)
-	c.c.SetInterrupt(tctx.Done())
-	return tctx, func() bool {
-		fired := tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-		c.c.SetInterrupt(nil)
-		cancel()
-		return fired
-	}
-}
 
 // Exec runs every statement in st.SQL in order and returns the last one's
 // result; arguments bind to each statement.
@@ -98,10 +89,10 @@ func (c *conn) Exec(ctx context.Context, st Stmt) (Result, error) {
 		// database under the write lock. Neither belongs on a shared server.
 		return Result{}, errorf(CodeForbidden, http.StatusForbidden, "statement refused: VACUUM is not available through the server")
 	}
-	_, done := c.withDeadline(ctx)
+	c.intr.arm(ctx, c.timeout)
 	c.g.reason = ""
 	res, err := c.exec(st)
-	fired := done()
+	fired := c.intr.disarm() == interruptedByDeadline
 	return res, sqlErrorWhy(err, fired, c.g.reason)
 }
 
@@ -261,8 +252,8 @@ func bind(s *sqlite.Stmt, i int, v Value) {
 
 // Describe prepares sql without running it.
 func (c *conn) Describe(ctx context.Context, sql string) (Description, error) {
-	_, done := c.withDeadline(ctx)
-	defer done()
+	c.intr.arm(ctx, c.timeout)
+	defer c.intr.disarm()
 	c.g.writes, c.g.reason = false, ""
 	s, _, err := c.c.PrepareTransient(sql)
 	if err != nil {

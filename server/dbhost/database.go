@@ -30,6 +30,7 @@ type database struct {
 	closed  bool
 	writeCh chan *writeReq
 	shipCh  chan *group
+	pace    uploadPace    // lets the writer group requests while an upload runs
 	done    chan struct{} // closed when the writer and shipper have stopped
 
 	fenced   atomic.Bool

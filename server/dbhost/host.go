@@ -58,6 +58,10 @@ type Options struct {
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options
+	// FollowOnly: never write; serve reads from followers and answer every
+	// other use with a *NotLeaderError naming the lease holder (followers.go).
+	FollowOnly bool
+	Follow     FollowOptions
 }
 
 func (o *Options) setDefaults() {
@@ -89,11 +93,12 @@ var localFileSuffixes = []string{"", "-wal", "-shm", "-sluice"}
 type Host struct {
 	opts Options
 
-	mu     sync.Mutex
-	dbs    map[string]*database
-	locks  map[string]*sync.Mutex // serialises open/create/delete per name
-	closed bool
-	leases *leaseTable // nil without Options.Lease
+	mu      sync.Mutex
+	dbs     map[string]*database
+	locks   map[string]*sync.Mutex // serialises open/create/delete per name
+	closed  bool
+	leases  *leaseTable // nil without Options.Lease
+	follows *followTable
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -105,7 +110,8 @@ func New(opts Options) (*Host, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", opts.DataDir, err)
 	}
-	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}
+	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{},
+		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(h, *opts.Lease)
 	}
@@ -145,6 +151,12 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if v := replicaViewFrom(ctx, name); v != nil {
+		return v, nil
+	}
+	if h.opts.FollowOnly {
+		return nil, h.followOnlyLeader(ctx, name)
+	}
 	if db, err := h.cached(name); db != nil || err != nil {
 		return db, err
 	}
@@ -165,6 +177,9 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 func (h *Host) Create(ctx context.Context, name string) (Database, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
+	}
+	if h.opts.FollowOnly {
+		return nil, h.followOnlyLeader(ctx, name)
 	}
 	unlock := h.lock(name)
 	defer unlock()
@@ -192,6 +207,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		if err != nil {
 			return nil, err
 		}
+		h.dropFollower(name) // the writer restores from the bucket, at least as new
 		defer func() {
 			h.mu.Lock()
 			opened := h.dbs[name] != nil
@@ -441,6 +457,7 @@ func (h *Host) Close(ctx context.Context) error {
 	dbs := h.dbs
 	h.dbs = map[string]*database{}
 	h.mu.Unlock()
+	h.closeFollowers()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, db := range dbs {

@@ -31,6 +31,8 @@ func CurrentBookmark(db Database) Bookmark {
 		return d.bookmark()
 	case readOnlyDB:
 		return CurrentBookmark(d.Database)
+	case *ReplicaView:
+		return d.Bookmark()
 	}
 	return 0
 }

@@ -54,7 +54,9 @@ func (db *database) runShipper() {
 				break drain
 			}
 		}
+		db.pace.start()
 		err := db.ship(pending)
+		db.pace.end()
 		if err == nil || db.fenced.Load() {
 			pending, backoff = nil, 0
 			continue

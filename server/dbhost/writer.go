@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,7 +15,9 @@ import (
 // own SAVEPOINT (an error rolls back only that request), COMMIT. The group
 // then goes to the shipper, and the writer starts the next group while the
 // previous one uploads (pipelining); each group is answered only after the
-// upload that covers it (sync) or right after COMMIT (async).
+// upload that covers it (sync) or right after COMMIT (async). In sync mode
+// a small group waits while an upload runs (see gather): one commit per
+// upload instead of one per handful of requests.
 
 // savepointName is unguessable so that a request cannot RELEASE or ROLLBACK
 // TO the group's own savepoint.
@@ -25,22 +29,74 @@ var savepointName = func() string {
 
 func (db *database) runWriter() {
 	defer close(db.shipCh)
-	max := db.opts.MaxGroupRequests
 	for req := range db.writeCh {
-		reqs := []*writeReq{req}
-	drain:
-		for len(reqs) < max {
-			select {
-			case r, ok := <-db.writeCh:
-				if !ok {
-					break drain
-				}
-				reqs = append(reqs, r)
-			default:
-				break drain
+		db.runGroup(db.gather(req))
+	}
+}
+
+// minGroupWhileUploading: in sync mode, while an upload is in flight, a
+// group of fewer requests waits for more or for the upload to end. Its
+// commit could not ship earlier anyway, and one commit per upload costs far
+// less than one per handful of requests (each commit is a BEGIN, a COMMIT
+// and WAL frames that the next capture reads back).
+const minGroupWhileUploading = 64
+
+// gather collects the requests queued behind first into one group.
+func (db *database) gather(first *writeReq) []*writeReq {
+	max := db.opts.MaxGroupRequests
+	reqs := []*writeReq{first}
+	pace := db.opts.Durability == Sync
+	for len(reqs) < max {
+		select {
+		case r, ok := <-db.writeCh:
+			if !ok {
+				return reqs
 			}
+			reqs = append(reqs, r)
+			continue
+		default:
 		}
-		db.runGroup(reqs)
+		if !pace || len(reqs) >= minGroupWhileUploading || !db.pace.uploading.Load() {
+			return reqs
+		}
+		select {
+		case r, ok := <-db.writeCh:
+			if !ok {
+				return reqs
+			}
+			reqs = append(reqs, r)
+		case <-db.pace.idle():
+			return reqs
+		}
+	}
+	return reqs
+}
+
+// uploadPace tells the writer whether an upload is in flight and when it ends.
+type uploadPace struct {
+	uploading atomic.Bool
+	once      sync.Once
+	ended     chan struct{} // one token after each upload
+}
+
+func (p *uploadPace) idle() chan struct{} {
+	p.once.Do(func() { p.ended = make(chan struct{}, 1) })
+	return p.ended
+}
+
+func (p *uploadPace) start() {
+	select { // a token from an earlier upload would end the next wait early
+	case <-p.idle():
+	default:
+	}
+	p.uploading.Store(true)
+}
+
+func (p *uploadPace) end() {
+	p.uploading.Store(false)
+	select {
+	case p.idle() <- struct{}{}:
+	default:
 	}
 }
 
@@ -168,10 +224,8 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 func (db *database) txControl(sql string) error {
 	db.writer.g.allowTx = true
 	defer func() { db.writer.g.allowTx = false }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	db.writer.c.SetInterrupt(ctx.Done())
-	defer db.writer.c.SetInterrupt(nil)
+	db.writer.intr.arm(context.Background(), 60*time.Second)
+	defer db.writer.intr.disarm()
 	return execSimple(db.writer.c, sql)
 }
 

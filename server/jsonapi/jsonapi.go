@@ -70,7 +70,7 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, forbidden(name))
 		return
 	}
-	stmts, err := decodeQuery(r.Body)
+	stmts, err := readQuery(r.Body)
 	if err != nil {
 		WriteError(w, err)
 		return

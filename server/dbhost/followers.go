@@ -1,0 +1,308 @@
+package dbhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/superfly/ltx"
+	"zombiezen.com/go/sqlite"
+
+	"github.com/sluicedb/sluice/follow"
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/restore"
+)
+
+// Followers: an instance that does not hold a database's lease (or runs
+// with Options.FollowOnly) keeps a read-only copy of it current with a
+// follow.Follower, in its own file (<name>.follower, never the writer's
+// <name>.db), and serves reads from it through a ReplicaView. Writes on a
+// view are refused and flagged so the server forwards the request to the
+// lease holder. Taking the lease drops the follower: the writer's open path
+// restores <name>.db from the bucket, which is at least as new.
+
+// CodeLagging: the follower has not reached the bookmark a read asked for.
+const CodeLagging = "LAGGING"
+
+// FollowOptions tune followers. Zero values get the defaults in brackets.
+type FollowOptions struct {
+	PollInterval time.Duration // [200ms]
+	BookmarkWait time.Duration // how long a read waits for its bookmark [5s]
+}
+
+type followed struct {
+	name    string
+	f       *follow.Follower
+	readers chan *conn
+	stop    context.CancelFunc
+	done    chan struct{}
+
+	gate   sync.RWMutex // reads hold it shared; close takes it exclusively
+	closed bool
+}
+
+type followTable struct {
+	mu   sync.Mutex
+	m    map[string]*followed
+	open map[string]*sync.Mutex
+}
+
+func (h *Host) followPath(name string) string {
+	return filepath.Join(h.opts.DataDir, name+".follower")
+}
+
+// follower returns name's follower, restoring and starting it on first use.
+func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
+	t := h.follows
+	t.mu.Lock()
+	if fd := t.m[name]; fd != nil {
+		t.mu.Unlock()
+		return fd, nil
+	}
+	l := t.open[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		t.open[name] = l
+	}
+	t.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	t.mu.Lock()
+	fd := t.m[name]
+	t.mu.Unlock()
+	if fd != nil {
+		return fd, nil
+	}
+	if h.isClosed() {
+		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "server is shutting down")
+	}
+	store := Sub(h.opts.Store, name)
+	f, err := follow.Open(ctx, h.followPath(name), store, follow.Options{
+		PollInterval: h.opts.Follow.PollInterval, Logger: h.opts.Logger.With("follower", name)})
+	if errors.Is(err, restore.ErrNoReplica) {
+		return nil, notFound(name)
+	} else if err != nil {
+		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": start following its replica: "+err.Error()+"; retry")
+	}
+	fd = &followed{name: name, f: f, readers: make(chan *conn, h.opts.ReadConns), done: make(chan struct{})}
+	for i := 0; i < h.opts.ReadConns; i++ {
+		c, err := openReplicaConn(f.Path(), h.opts.StatementTimeout)
+		if err != nil {
+			fd.closeLocked()
+			return nil, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(name)+": "+err.Error())
+		}
+		fd.readers <- c
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	fd.stop = stop
+	go func() { defer close(fd.done); f.Run(runCtx) }()
+	t.mu.Lock()
+	t.m[name] = fd
+	t.mu.Unlock()
+	h.opts.Logger.Info("serving reads from a follower", "db", name, "txid", uint64(f.Pos().TXID))
+	return fd, nil
+}
+
+// openReplicaConn opens a read connection on a follower's copy: read-only
+// and without the WAL flag (the copy stays in rollback-journal mode).
+func openReplicaConn(path string, timeout time.Duration) (*conn, error) {
+	c, err := sqlite.OpenConn(path, sqlite.OpenReadOnly|sqlite.OpenNoMutex)
+	if err != nil {
+		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
+	}
+	c.SetBusyTimeout(10 * time.Second) // the follower holds its lock for milliseconds per file
+	if err := execSimple(c, "PRAGMA query_only=1"); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
+	}
+	g := &guard{}
+	if err := c.SetAuthorizer(g); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
+	}
+	return &conn{c: c, g: g, timeout: timeout, readOnly: true, cached: map[string]bool{}, intr: newInterrupter(c)}, nil
+}
+
+// closeLocked stops the follower and closes its connections, then its file
+// (connections first: see follow.Follower.Close).
+func (fd *followed) closeLocked() {
+	fd.gate.Lock()
+	fd.closed = true
+	fd.gate.Unlock()
+	if fd.stop != nil {
+		fd.stop()
+		<-fd.done
+	}
+	close(fd.readers)
+	for c := range fd.readers {
+		c.close()
+	}
+	fd.f.Close()
+}
+
+// dropFollower stops name's follower and removes its files (this instance
+// is about to write name, or is closing).
+func (h *Host) dropFollower(name string) {
+	t := h.follows
+	t.mu.Lock()
+	fd := t.m[name]
+	delete(t.m, name)
+	t.mu.Unlock()
+	if fd == nil {
+		return
+	}
+	fd.closeLocked()
+	for _, suffix := range []string{"", "-journal"} {
+		_ = os.Remove(h.followPath(name) + suffix)
+	}
+	h.opts.Logger.Info("stopped following", "db", name)
+}
+
+func (h *Host) closeFollowers() {
+	h.follows.mu.Lock()
+	names := make([]string, 0, len(h.follows.m))
+	for n := range h.follows.m {
+		names = append(names, n)
+	}
+	h.follows.mu.Unlock()
+	for _, n := range names {
+		h.dropFollower(n)
+	}
+}
+
+// followOnlyLeader is Get's answer in FollowOnly mode: the current lease
+// holder, for the server to forward writes to.
+func (h *Host) followOnlyLeader(ctx context.Context, name string) error {
+	rec, _, _ := lease.Read(ctx, Sub(h.opts.Store, name))
+	return &NotLeaderError{Name: name, Leader: rec}
+}
+
+// FollowerStats describe one follower, for /metrics.
+type FollowerStats struct {
+	Name string
+	follow.Stats
+}
+
+// FollowerStats returns every running follower's lag.
+func (h *Host) FollowerStats() []FollowerStats {
+	h.follows.mu.Lock()
+	defer h.follows.mu.Unlock()
+	out := make([]FollowerStats, 0, len(h.follows.m))
+	for n, fd := range h.follows.m {
+		out = append(out, FollowerStats{Name: n, Stats: fd.f.Stats()})
+	}
+	return out
+}
+
+// ReplicaView is a read-only Database served from this instance's follower.
+// Its Write and Session fail and mark the view, so that the server
+// forwards the whole request to the writer instead (NeedsLeader).
+type ReplicaView struct {
+	fd          *followed
+	mu          sync.Mutex
+	needsLeader bool
+}
+
+// ReadReplica returns a view of name's follower (started on first use) once
+// it has applied bookmark (0: no wait). A follower that does not reach the
+// bookmark within FollowOptions.BookmarkWait is a retryable 503 (LAGGING).
+func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) (*ReplicaView, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	fd, err := h.follower(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if bookmark > 0 {
+		wait := h.opts.Follow.BookmarkWait
+		if wait <= 0 {
+			wait = 5 * time.Second
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		err := fd.f.WaitFor(wctx, ltx.TXID(bookmark))
+		cancel()
+		if err != nil {
+			return nil, errorf(CodeLagging, http.StatusServiceUnavailable, fmt.Sprintf(
+				"database %s: this replica has applied TXID %d, the request's bookmark is %d and was not reached within %s; retry",
+				quote(name), uint64(fd.f.Pos().TXID), uint64(bookmark), wait))
+		}
+	}
+	return &ReplicaView{fd: fd}, nil
+}
+
+// NeedsLeader reports whether a write or session was attempted on the view.
+func (v *ReplicaView) NeedsLeader() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.needsLeader
+}
+
+func (v *ReplicaView) Name() string { return v.fd.name }
+
+// Bookmark is the follower's applied TXID.
+func (v *ReplicaView) Bookmark() Bookmark { return Bookmark(v.fd.f.Pos().TXID) }
+
+func (v *ReplicaView) Read(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+	fd := v.fd
+	fd.gate.RLock()
+	defer fd.gate.RUnlock()
+	if fd.closed {
+		return 0, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(fd.name)+": this replica stopped following (it is taking the write role or shutting down); retry")
+	}
+	var c *conn
+	select {
+	case c = <-fd.readers:
+	case <-ctx.Done():
+		return 0, sqlError(ctx.Err(), false)
+	}
+	defer func() { fd.readers <- c }()
+	bm := v.Bookmark() // applied before the read began, so the read sees at least this
+	err := runFn(c, fn)
+	if !c.Autocommit() {
+		_ = execSimple(c.c, "ROLLBACK")
+	}
+	if IsReadOnlyError(err) {
+		v.markNeedsLeader()
+	}
+	return bm, err
+}
+
+func (v *ReplicaView) markNeedsLeader() {
+	v.mu.Lock()
+	v.needsLeader = true
+	v.mu.Unlock()
+}
+
+func (v *ReplicaView) errNeedsLeader() error {
+	v.markNeedsLeader()
+	return errorf(CodeNotLeader, http.StatusServiceUnavailable, "database "+quote(v.fd.name)+": this instance is a read replica; writes go to the lease holder; retry")
+}
+
+func (v *ReplicaView) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+	return 0, v.errNeedsLeader()
+}
+
+func (v *ReplicaView) Session(ctx context.Context) (Session, error) {
+	return nil, v.errNeedsLeader()
+}
+
+type replicaViewKey struct{}
+
+// WithReplicaView makes Host.Get return v for v's database within ctx.
+func WithReplicaView(ctx context.Context, v *ReplicaView) context.Context {
+	return context.WithValue(ctx, replicaViewKey{}, v)
+}
+
+func replicaViewFrom(ctx context.Context, name string) *ReplicaView {
+	v, _ := ctx.Value(replicaViewKey{}).(*ReplicaView)
+	if v != nil && v.fd.name == name {
+		return v
+	}
+	return nil
+}
