@@ -1,0 +1,237 @@
+package follow
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/superfly/ltx"
+	"zombiezen.com/go/sqlite"
+	"zombiezen.com/go/sqlite/sqlitex"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Applying pages to a live database without sqlite_dbpage.
+//
+// The local copy is in rollback-journal mode, so every reader holds a SHARED
+// lock on the database file for the length of its read transaction. The
+// dedicated connection's BEGIN EXCLUSIVE takes PENDING (no new readers) and
+// then EXCLUSIVE once the current readers finish (new readers wait on their
+// busy timeout, for milliseconds). While EXCLUSIVE is held nobody reads the
+// file, so pages are written with plain pwrites through this package's one
+// descriptor. Before the lock is dropped the header's file change counter
+// (bytes 24..27) is incremented: every connection compares it at the start of
+// its next read transaction and drops its page cache when it moved. The
+// header's database size (28..31) is set to the new size, and
+// version-valid-for (92..95) to the new counter so SQLite trusts that size.
+// COMMIT then releases the lock; the connection changed nothing itself, so
+// there is no journal to write or replay. Page 1 of a WAL-mode leader says
+// "WAL" in bytes 18..19; they are set back to 1 (rollback journal) so that no
+// connection here looks for a WAL.
+
+// Offsets in the SQLite database header (page 1).
+const (
+	hdrWriteVersion  = 18
+	hdrReadVersion   = 19
+	hdrChangeCounter = 24
+	hdrDatabaseSize  = 28
+	hdrVersionValid  = 92
+	hdrSize          = 100
+)
+
+type page struct {
+	pgno uint32
+	data []byte
+}
+
+// applyNext fetches and applies TXID pos+1's level-0 file; false if the
+// replica has no such file (yet).
+func (f *Follower) applyNext(ctx context.Context) (bool, error) {
+	next := f.Pos().TXID + 1
+	key := replica.LTXKey(0, next, next)
+	rc, err := f.store.Get(ctx, key)
+	if errors.Is(err, replica.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("follow %s: fetch %s: %w", f.store, key, err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return false, fmt.Errorf("follow %s: read %s: %w", f.store, key, err)
+	}
+	hdr, pages, err := decodeFile(data)
+	if err != nil {
+		return false, fmt.Errorf("follow %s: %s is not a valid LTX file (%w); the replica is damaged: restore it or report a bug", f.store, key, err)
+	}
+	if hdr.MinTXID != next || hdr.MaxTXID != next {
+		return false, fmt.Errorf("follow %s: %s holds TXIDs %s-%s, expected %s only", f.store, key, hdr.MinTXID, hdr.MaxTXID, next)
+	}
+	if hdr.PageSize != f.pageSize {
+		f.log.Info("the page size changed; restoring again", "from", f.pageSize, "to", hdr.PageSize)
+		return true, f.rerestore(ctx)
+	}
+	start := time.Now()
+	err = f.locked(func() error {
+		for _, p := range pages {
+			if p.pgno > hdr.Commit {
+				continue // freed by this very commit (the file shrank)
+			}
+			if err := f.writePage(p.pgno, p.data); err != nil {
+				return err
+			}
+		}
+		return f.finishCommit(hdr.Commit)
+	})
+	if err != nil {
+		return false, err
+	}
+	f.applied.Add(1)
+	// No rolling checksum: sluice's and Litestream's files carry none (see engine/state.go).
+	f.setPos(ltx.Pos{TXID: next}, time.UnixMilli(hdr.Timestamp))
+	f.log.Debug("applied", "txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start))
+	return true, nil
+}
+
+// decodeFile decodes a whole LTX file, verifying its file checksum before
+// any page is used.
+func decodeFile(data []byte) (ltx.Header, []page, error) {
+	dec := ltx.NewDecoder(bytes.NewReader(data))
+	if err := dec.DecodeHeader(); err != nil {
+		return ltx.Header{}, nil, err
+	}
+	hdr := dec.Header()
+	var pages []page
+	for {
+		var ph ltx.PageHeader
+		buf := make([]byte, hdr.PageSize)
+		err := dec.DecodePage(&ph, buf)
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return hdr, nil, err
+		}
+		pages = append(pages, page{pgno: ph.Pgno, data: buf})
+	}
+	if err := dec.Close(); err != nil {
+		return hdr, nil, err
+	}
+	return hdr, pages, nil
+}
+
+// rerestore restores the replica's latest state beside the live copy and
+// copies it into the live file under the lock (readers keep their
+// connections; renaming would leave them on the old inode).
+func (f *Follower) rerestore(ctx context.Context) error {
+	tmp, res, err := f.restoreToTemp(ctx)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	src, err := os.Open(tmp)
+	if err != nil {
+		return fmt.Errorf("follow %s: open restored copy %s: %w", f.store, tmp, err)
+	}
+	defer src.Close() // no SQLite connection is open on the temp file
+	f.pageSize = res.PageSize
+	buf := make([]byte, res.PageSize)
+	err = f.locked(func() error {
+		for pgno := uint32(1); pgno <= res.Pages; pgno++ {
+			if _, err := src.ReadAt(buf, int64(pgno-1)*int64(res.PageSize)); err != nil {
+				return fmt.Errorf("follow %s: read restored copy %s: %w", f.store, tmp, err)
+			}
+			if err := f.writePage(pgno, buf); err != nil {
+				return err
+			}
+		}
+		return f.finishCommit(res.Pages)
+	})
+	if err != nil {
+		return err
+	}
+	f.restores.Add(1)
+	f.setPos(res.Pos, time.Time{})
+	return nil
+}
+
+// locked runs fn while the dedicated connection holds the EXCLUSIVE lock.
+func (f *Follower) locked(fn func() error) error {
+	if f.lock == nil {
+		return ErrClosed
+	}
+	if err := sqlitex.ExecuteTransient(f.lock, "BEGIN EXCLUSIVE", nil); err != nil {
+		return fmt.Errorf("follow %s: lock %s for applying (readers held it longer than %s): %w", f.store, f.path, f.opts.BusyTimeout, err)
+	}
+	ferr := fn()
+	if err := sqlitex.ExecuteTransient(f.lock, "COMMIT", nil); err != nil {
+		_ = sqlitex.ExecuteTransient(f.lock, "ROLLBACK", nil)
+		return errors.Join(ferr, fmt.Errorf("follow %s: unlock %s: %w", f.store, f.path, err))
+	}
+	return ferr
+}
+
+func (f *Follower) writePage(pgno uint32, data []byte) error {
+	if pgno == 1 && len(data) >= hdrSize {
+		data = bytes.Clone(data)
+		data[hdrWriteVersion], data[hdrReadVersion] = 1, 1
+	}
+	if _, err := f.file.WriteAt(data, int64(pgno-1)*int64(f.pageSize)); err != nil {
+		return fmt.Errorf("follow %s: write page %d of %s: %w", f.store, pgno, f.path, err)
+	}
+	return nil
+}
+
+// finishCommit truncates the file to commit pages and bumps the change
+// counter so every connection drops its cache (the caller holds the lock).
+func (f *Follower) finishCommit(commit uint32) error {
+	size := int64(commit) * int64(f.pageSize)
+	if commit < f.commit || f.commit == 0 {
+		if err := f.file.Truncate(size); err != nil {
+			return fmt.Errorf("follow %s: truncate %s to %d pages: %w", f.store, f.path, commit, err)
+		}
+	}
+	f.commit = commit
+	var hdr [hdrSize]byte
+	if _, err := f.file.ReadAt(hdr[:], 0); err != nil {
+		return fmt.Errorf("follow %s: read the header of %s: %w", f.store, f.path, err)
+	}
+	counter := binary.BigEndian.Uint32(hdr[hdrChangeCounter:]) + 1
+	binary.BigEndian.PutUint32(hdr[hdrChangeCounter:], counter)
+	binary.BigEndian.PutUint32(hdr[hdrDatabaseSize:], commit)
+	binary.BigEndian.PutUint32(hdr[hdrVersionValid:], counter)
+	hdr[hdrWriteVersion], hdr[hdrReadVersion] = 1, 1
+	if _, err := f.file.WriteAt(hdr[:], 0); err != nil {
+		return fmt.Errorf("follow %s: write the header of %s: %w", f.store, f.path, err)
+	}
+	return nil
+}
+
+// setRollbackMode marks a restored (WAL-mode) file as a rollback-journal
+// database, before any connection opens it.
+func setRollbackMode(path string) error {
+	file, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("follow: open restored copy %s: %w", path, err)
+	}
+	_, err = file.WriteAt([]byte{1, 1}, hdrWriteVersion)
+	return errors.Join(err, file.Close())
+}
+
+func openLockConn(path string, busy time.Duration) (*sqlite.Conn, error) {
+	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite)
+	if err != nil {
+		return nil, fmt.Errorf("follow: open %s: %w", path, err)
+	}
+	conn.SetBusyTimeout(busy)
+	return conn, nil
+}
+
+func dirOf(path string) string  { return filepath.Dir(path) }
+func baseOf(path string) string { return filepath.Base(path) }
