@@ -6,7 +6,7 @@ export SLUICE_TOOLS := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 
 # Packages on the write path run under the race detector.
-RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/...
+RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/...
 
 .PHONY: build sluice run test deps lint unit bench-restore bench-serve clean
 
@@ -34,7 +34,7 @@ lint:
 
 unit:
 	$(GO) test -race -timeout 30m $(RACE_PKGS)
-	$(GO) test -timeout 40m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica)(/|$$)')
+	$(GO) test -timeout 40m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|lease|follow)(/|$$)')
 
 ## bench-restore: seed 001's database, restored by sluice and by Litestream from MinIO.
 bench-restore: sluice

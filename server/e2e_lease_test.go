@@ -292,3 +292,34 @@ func TestServeOverlapSurvivesStoreOutage(t *testing.T) {
 	// The probe increments are not recorded: the counter may exceed len(counts).
 	checkCounts(t, url, b, counts, false)
 }
+
+// A leader that is shutting down keeps listening after it released its
+// lease and forwards late writes to the instance taking over (issue 4 §5).
+func TestServeSIGTERMForwardsLateWrites(t *testing.T) {
+	url, a, b, _ := startPair(t)
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(150 * time.Millisecond) // a is handing off: its leases are being released
+	code, body, err := post(a.base, "default", `{"sql":"UPDATE counters SET count = count + 1 WHERE id = 'count_up' RETURNING count"}`)
+	if err != nil || code != 200 {
+		t.Fatalf("late write to the leader being stopped: %d %s %v\n--- a log:\n%s", code, body, err, a.log.String())
+	}
+	n, ok := firstInt(t, body)
+	if !ok || n != 1 {
+		t.Fatalf("late write answered %q, want count 1", body)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not exit after SIGTERM")
+	}
+	if a.err != nil {
+		t.Fatalf("a exited with %v\n%s", a.err, a.log.String())
+	}
+	if !strings.Contains(a.log.String(), "forwarding late requests") {
+		t.Fatalf("a never entered the hand-off:\n%s", a.log.String())
+	}
+	// The write went through b and is in the bucket.
+	if got := restoredInt(t, url, "SELECT count FROM counters"); got != 1 {
+		t.Fatalf("restored counter %d, want 1\n--- b log:\n%s", got, b.log.String())
+	}
+}

@@ -92,6 +92,11 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		deadline := time.Now().Add(timeout)
+		if !s.handoff.enterLocal() {
+			s.forwardReleased(w, r, name, deadline)
+			return
+		}
+		defer s.handoff.leaveLocal()
 		var body []byte
 		for {
 			_, err := s.host.Get(r.Context(), name)

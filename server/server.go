@@ -41,6 +41,8 @@ type Server struct {
 	handler http.Handler
 
 	advertiseURL string // where other instances forward this one's databases' requests
+	handoff      handoffState
+	hostClosed   bool
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -157,8 +159,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// the collector took about a tenth of a saturated server's CPU.
 		debug.SetGCPercent(400)
 	}
+	handler := s.handler
+	if s.cfg.Lease.Enabled {
+		handler = s.handoff.track(handler)
+	}
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -177,10 +183,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var handoffErr error
+	if s.cfg.Lease.Enabled && serveErr == nil {
+		// Ship, release every lease, and keep listening a moment: requests
+		// that still arrive are forwarded to the instances taking over.
+		s.handoff.begin(shutCtx)
+		handoffErr = s.host.Close(shutCtx)
+		s.hostClosed = true
+		s.log.Info("leases released; forwarding late requests to the new holders")
+		s.handoff.drain(shutCtx)
+	}
 	if err := srv.Shutdown(shutCtx); err != nil {
 		s.log.Warn("HTTP shutdown did not finish cleanly", "err", err)
 	}
-	err := s.Close(shutCtx)
+	err := errors.Join(handoffErr, s.Close(shutCtx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return errors.Join(serveErr, err)
 	}
@@ -191,7 +207,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // replica.
 func (s *Server) Close(ctx context.Context) error {
 	s.hrana.Close()
-	err := s.host.Close(ctx)
+	var err error
+	if !s.hostClosed {
+		err = s.host.Close(ctx)
+	}
 	s.store.Close()
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
