@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,6 +96,28 @@ func TestServeFollowReplicaServesReadsWithReadYourWrites(t *testing.T) {
 	code, body, hdr = hrana("UPDATE counters SET count = count + 1 WHERE id = 'count_up' RETURNING count")
 	if code != 200 || !strings.Contains(body, `"value":"32"`) || hdr.Get("Sluice-Served-By") != "" {
 		t.Fatalf("Hrana write through the replica: %d %s %v", code, body, hdr)
+	}
+	// Read-your-writes over Hrana: the write's replication_index, sent back on
+	// the next statement, makes the replica wait until it has applied it.
+	idx := regexp.MustCompile(`"replication_index":"(\d+)"`).FindStringSubmatch(body)
+	if idx == nil {
+		t.Fatalf("Hrana write answered without a replication_index: %s", body)
+	}
+	for i := 33; i <= 40; i++ {
+		code, body, _ = hrana("UPDATE counters SET count = count + 1 WHERE id = 'count_up' RETURNING count")
+		idx = regexp.MustCompile(`"replication_index":"(\d+)"`).FindStringSubmatch(body)
+		if code != 200 || idx == nil {
+			t.Fatalf("Hrana write %d: %d %s", i, code, body)
+		}
+		read := `{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT count FROM counters","replication_index":"` + idx[1] + `"}},{"type":"close"}]}`
+		resp, err := http.Post(c.base+"/v2/pipeline", "application/json", strings.NewReader(read))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(resp)
+		if resp.StatusCode != 200 || !strings.Contains(got, `"value":"`+strconv.Itoa(i)+`"`) || resp.Header.Get("Sluice-Served-By") != "replica" {
+			t.Fatalf("Hrana read with replication_index %s on the replica: %d %s %v", idx[1], resp.StatusCode, got, resp.Header)
+		}
 	}
 
 	resp, err := http.Get(c.base + "/metrics")

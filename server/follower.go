@@ -48,6 +48,10 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 			return true, body
 		}
 	}
+	if hrana {
+		// Hrana carries the bookmark in the statement or batch itself.
+		bookmark = max(bookmark, hranaReplicationIndex(body))
+	}
 	view, err := s.host.ReadReplica(r.Context(), name, dbhost.Bookmark(bookmark))
 	if err != nil {
 		var e *dbhost.Error
@@ -85,6 +89,45 @@ func asError(err error, target **dbhost.Error) bool {
 		*target = e
 	}
 	return ok
+}
+
+// hranaReplicationIndex is the highest replication_index a Hrana request
+// carries (Hrana puts it on each stmt and batch, as a decimal string), or 0.
+func hranaReplicationIndex(body []byte) uint64 {
+	if !bytes.Contains(body, []byte(`"replication_index"`)) {
+		return 0
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return 0
+	}
+	var most uint64
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k == "replication_index" {
+					var n uint64
+					switch idx := e.(type) {
+					case string:
+						n, _ = strconv.ParseUint(idx, 10, 64)
+					case float64:
+						n = uint64(idx)
+					}
+					most = max(most, n)
+					continue
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return most
 }
 
 // hasBaton reports whether a Hrana request or response names a stream.
