@@ -14,7 +14,6 @@ import (
 	"github.com/sluicedb/sluice/bench/report"
 	"github.com/sluicedb/sluice/bench/scenario"
 	"github.com/sluicedb/sluice/bench/targets"
-	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
 // Target kinds compare knows, in table order.
@@ -54,26 +53,12 @@ func Compare(ctx context.Context, o CompareOptions) ([]Row, error) {
 	if len(o.Targets) == 0 {
 		o.Targets = AllTargets
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-compare-")
+	env, cleanup, err := startEnv(ctx, o.Sluice, "compare", o.Out)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
-	env := &targets.Env{Sluice: o.Sluice, Dir: dir, Bucket: "bench"}
-	if env.Peer, err = targets.PeerBinary(ctx, o.Sluice, dir); err != nil {
-		return nil, err
-	}
-	say("starting MinIO…")
-	m, err := minioproc.Start(ctx, filepath.Join(dir, "minio"))
-	if err != nil {
-		return nil, err
-	}
-	defer m.Stop()
-	if err := m.CreateBucket(ctx, env.Bucket); err != nil {
-		return nil, err
-	}
-	env.MinIO = m
 
 	var rows []Row
 	var reports []*report.Report

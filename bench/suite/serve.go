@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/sluicedb/sluice/bench/report"
 	"github.com/sluicedb/sluice/bench/scenario"
-	"github.com/sluicedb/sluice/bench/targets"
-	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
 // ServeOptions is issue 3's benchmark: seed 001's load against sluice serve
@@ -40,26 +36,12 @@ type ServeResult struct {
 // Serve runs the benchmark and prints the figures and the ratios.
 func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 	s, _ := scenario.Get("put-object")
-	dir, err := os.MkdirTemp("", "sluice-bench-serve-")
+	env, cleanup, err := startEnv(ctx, o.Sluice, "serve", o.Out)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
-	env := &targets.Env{Sluice: o.Sluice, Dir: dir, Bucket: "bench"}
-	if env.Peer, err = targets.PeerBinary(ctx, o.Sluice, dir); err != nil {
-		return nil, err
-	}
-	say("starting MinIO…")
-	m, err := minioproc.Start(ctx, filepath.Join(dir, "minio"))
-	if err != nil {
-		return nil, err
-	}
-	defer m.Stop()
-	if err := m.CreateBucket(ctx, env.Bucket); err != nil {
-		return nil, err
-	}
-	env.MinIO = m
 
 	runOn := func(kind string) (*report.Report, error) {
 		say("put-object, %d VUs, %s: %s…", o.VUs, o.Duration, kind)
