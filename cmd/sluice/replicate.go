@@ -94,7 +94,7 @@ func newLogger(verbose bool) *slog.Logger {
 func runReplicate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("replicate", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nShips every commit of the database to the replica until SIGTERM/SIGINT,\nthen ships everything left and exits 0. Exit code 3: another writer owns the replica.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nShips every commit of the database to the replica until SIGTERM/SIGINT,\nthen ships everything left and exits 0. Exit code 3: another writer owns the replica;\nexit code 4: -lease-fail-fast and another process holds the lease.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	var sf sidecarFlags
