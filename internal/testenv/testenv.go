@@ -5,12 +5,11 @@
 // Call Cleanup from TestMain to stop the servers and remove their data; if a
 // test binary exits without it, the servers still die with it (Pdeathsig).
 //
-// It imports the standard library and the AWS SDK (to create buckets).
+// It imports the standard library and internal/minioproc (which starts MinIO).
 package testenv
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,16 +17,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := minioproc.FreePort()
 	if err != nil {
 		panic(fmt.Sprintf("testenv: no free port on 127.0.0.1: %v", err))
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 var (

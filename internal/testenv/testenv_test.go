@@ -48,7 +48,7 @@ func TestMinIO(t *testing.T) {
 	if b1 == b2 {
 		t.Fatalf("NewBucket returned %s twice", b1)
 	}
-	if _, err := m.client.HeadBucket(context.Background(), &s3.HeadBucketInput{Bucket: aws.String(b1)}); err != nil {
+	if _, err := m.Client().HeadBucket(context.Background(), &s3.HeadBucketInput{Bucket: aws.String(b1)}); err != nil {
 		t.Fatalf("bucket %s does not exist: %v", b1, err)
 	}
 	if u := m.URL(b1, "p/q"); !strings.HasPrefix(u, "s3://"+b1+"/p/q?") || !strings.Contains(u, "force-path-style=true") {
@@ -56,7 +56,7 @@ func TestMinIO(t *testing.T) {
 	}
 
 	// Stop/Start keeps the port and the data.
-	if _, err := m.client.PutObject(context.Background(), &s3.PutObjectInput{
+	if _, err := m.Client().PutObject(context.Background(), &s3.PutObjectInput{
 		Bucket: aws.String(b1), Key: aws.String("k"), Body: strings.NewReader("v"),
 	}); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestMinIO(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(b1), Key: aws.String("k")}); err != nil {
+	if _, err := m.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(b1), Key: aws.String("k")}); err != nil {
 		t.Fatalf("object written before Stop is gone after Start: %v", err)
 	}
 }
@@ -100,7 +100,7 @@ func TestAzurite(t *testing.T) {
 func TestMinIODiesWithTestBinary(t *testing.T) {
 	if os.Getenv("SLUICE_TESTENV_CHILD") == "1" {
 		m := MinIO(t)
-		fmt.Printf("PID %d %s\n", m.proc.cmd.Process.Pid, m.dataDir)
+		fmt.Printf("PID %d %s\n", m.Pid(), m.Dir())
 		os.Exit(0) // no Cleanup
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMinIODiesWithTestBinary$")
