@@ -9,6 +9,7 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -30,6 +31,21 @@ type Config struct {
 	SnapshotInterval time.Duration // default 1h: a level-9 snapshot this often
 	Retention        time.Duration // default 24h: keep what restores any point in this window
 	L0Retention      time.Duration // default 5m: level-0 files compacted into level 1 are deleted after this
+	// L0Trigger compacts level 1 as soon as more than this many level-0
+	// files wait for it, whatever the clock says (default 256), so a burst
+	// of writes never leaves thousands of small files behind.
+	L0Trigger int
+	// FanIn is the most inputs a merge has open at once (default 32,
+	// at most the budget's size); longer chains merge in rounds.
+	FanIn int
+	// CallTimeout aborts a store call that makes no progress for this long
+	// (default 30s); the pass fails and is retried later with backoff.
+	CallTimeout time.Duration
+	// Budget bounds the store requests compaction has in flight (default
+	// replica.BackgroundBudget, shared by every compactor of the process).
+	Budget *replica.Budget
+	// TempDir holds merge scratch files (default: the system temp directory).
+	TempDir string
 }
 
 // Defaults (documented in the README's config reference).
@@ -38,7 +54,14 @@ var (
 	DefaultSnapshotInterval = time.Hour
 	DefaultRetention        = 24 * time.Hour
 	DefaultL0Retention      = 5 * time.Minute
+	DefaultL0Trigger        = 256
+	DefaultFanIn            = 32
+	DefaultCallTimeout      = 30 * time.Second
 )
+
+// maxInputs caps one write's chain, so that a huge backlog is worked off in
+// several passes (each one a bounded amount of work) rather than one.
+const maxInputs = 4096
 
 func (c Config) withDefaults() Config {
 	if len(c.Levels) == 0 {
@@ -53,6 +76,19 @@ func (c Config) withDefaults() Config {
 	if c.L0Retention <= 0 {
 		c.L0Retention = DefaultL0Retention
 	}
+	if c.L0Trigger <= 0 {
+		c.L0Trigger = DefaultL0Trigger
+	}
+	if c.FanIn <= 1 {
+		c.FanIn = DefaultFanIn
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Budget == nil {
+		c.Budget = replica.BackgroundBudget
+	}
+	c.FanIn = max(2, min(c.FanIn, c.Budget.Size()))
 	return c
 }
 
@@ -76,6 +112,7 @@ const deleteBatch = 1000
 // on different goroutines.
 type Compactor struct {
 	store  replica.Store
+	budget *replica.Budget
 	cfg    Config
 	cfgErr error
 	log    *slog.Logger
@@ -95,7 +132,7 @@ func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Compactor{store: store, cfg: cfg, cfgErr: cfg.validate(), log: logger.With("replica", store.String()),
+	return &Compactor{store: store, budget: cfg.Budget, cfg: cfg, cfgErr: cfg.validate(), log: logger.With("replica", store.String()),
 		lastCompact: map[int]time.Time{}}
 }
 
@@ -108,21 +145,53 @@ func (c *Compactor) Notify(f replica.LTXFile) {
 }
 
 // Run compacts on a one-second tick until ctx is cancelled. Passes with
-// nothing to do make no store request. Errors are logged, and retried on a
-// later tick.
+// nothing to do make no store request. A failed pass is logged in one line
+// and retried after a backoff (2s doubling to 5m) so that a sick store is
+// not hammered by background work.
 func (c *Compactor) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var backoff time.Duration
+	var retryAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			if err := c.CompactOnce(ctx, now); err != nil && ctx.Err() == nil {
-				c.log.Warn("compaction pass failed; retrying on the next tick", "err", err)
+			if now.Before(retryAt) {
+				continue
 			}
+			err := c.CompactOnce(ctx, now)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				backoff, retryAt = 0, time.Time{}
+				continue
+			}
+			backoff = min(max(2*backoff, 2*time.Second), maxBackoff)
+			retryAt = now.Add(backoff)
+			c.log.Warn("compaction pass failed; will retry", "in", backoff.String(), "err", err)
 		}
 	}
+}
+
+const maxBackoff = 5 * time.Minute
+
+// call runs one store request without a body under the budget and the call
+// timeout.
+func (c *Compactor) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	if err := c.budget.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer c.budget.Release(1)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (no answer within %s)", err, c.cfg.CallTimeout)
+	}
+	return err
 }
 
 // Stats reports the replica's footprint as the compactor knows it (zero
@@ -166,7 +235,7 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 // Notify announced since. Callers hold passMu.
 func (c *Compactor) sync(ctx context.Context, now time.Time) error {
 	if c.idx == nil {
-		idx, err := loadIndex(ctx, c.store)
+		idx, err := c.loadIndex(ctx)
 		if err != nil {
 			return fmt.Errorf("compact: list %s: %w", c.store, err)
 		}
@@ -203,9 +272,13 @@ func (c *Compactor) Flush(ctx context.Context, now time.Time) error {
 		return err
 	}
 	l1 := c.cfg.Levels[0]
-	inputs := c.inputsFor(l1.Level)
-	if len(inputs) < 2 {
-		return nil // nothing to gain from copying one file
+	for {
+		inputs := c.inputsFor(l1.Level)
+		if len(inputs) < 2 {
+			return nil // nothing to gain from copying one file
+		}
+		if err := c.write(ctx, l1.Level, inputs, now); err != nil {
+			return err
+		}
 	}
-	return c.write(ctx, l1.Level, inputs, now)
 }

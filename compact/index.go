@@ -26,10 +26,14 @@ type index struct {
 	levels [replica.MaxLevel + 1][]entry // each sorted by MinTXID, then MaxTXID
 }
 
-func loadIndex(ctx context.Context, store replica.Store) (*index, error) {
+func (c *Compactor) loadIndex(ctx context.Context) (*index, error) {
 	idx := &index{}
 	for level := 0; level <= replica.MaxLevel; level++ {
-		objs, err := store.List(ctx, replica.LTXLevelPrefix(level))
+		var objs []replica.ObjectInfo
+		err := c.call(ctx, func(ctx context.Context) (err error) {
+			objs, err = c.store.List(ctx, replica.LTXLevelPrefix(level))
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}

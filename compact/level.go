@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -24,13 +25,35 @@ func (c *Compactor) due(level int, interval time.Duration, now time.Time) bool {
 }
 
 // compactLevel merges the files of the level below that are newer than this
-// level's newest file into one file, when the level is due.
+// level's newest file into one file, when the level is due, or, for level 1,
+// as soon as more than L0Trigger level-0 files wait. A failed write leaves
+// the level due, so the retry does not wait for the next boundary.
 func (c *Compactor) compactLevel(ctx context.Context, l Level, now time.Time) error {
 	inputs := c.inputsFor(l.Level)
-	if len(inputs) == 0 || !c.due(l.Level, l.Interval, now) {
+	if len(inputs) == 0 {
 		return nil
 	}
-	return c.write(ctx, l.Level, inputs, now)
+	if l.Level == 1 && len(inputs) > c.cfg.L0Trigger {
+		return c.write(ctx, l.Level, inputs, now)
+	}
+	prev, had := c.lastCompact[l.Level]
+	if !c.due(l.Level, l.Interval, now) {
+		return nil
+	}
+	err := c.write(ctx, l.Level, inputs, now)
+	if err != nil {
+		c.undue(l.Level, prev, had)
+	}
+	return err
+}
+
+// undue puts back a level's schedule after its work failed.
+func (c *Compactor) undue(level int, prev time.Time, had bool) {
+	if had {
+		c.lastCompact[level] = prev
+	} else {
+		delete(c.lastCompact, level)
+	}
 }
 
 // inputsFor picks, from level-1, the chain of files after this level's newest
@@ -41,6 +64,9 @@ func (c *Compactor) compactLevel(ctx context.Context, l Level, now time.Time) er
 // Full-database files (MinTXID 1, such as the capture's first file) are left
 // to the snapshot level: copying them into every level would store the whole
 // database once per level.
+//
+// The chain is capped at maxInputs files; the next pass continues from there.
+// It is one linear walk: level 0 may hold thousands of files.
 func (c *Compactor) inputsFor(level int) []replica.LTXFile {
 	after := c.idx.maxTXID(level)
 	var src []replica.LTXFile
@@ -52,25 +78,31 @@ func (c *Compactor) inputsFor(level int) []replica.LTXFile {
 	if len(src) == 0 {
 		return nil
 	}
-	chain := []replica.LTXFile{src[0]} // sorted by MinTXID: the earliest start
-	for _, f := range src {
-		if f.MinTXID == src[0].MinTXID && f.MaxTXID > chain[0].MaxTXID {
-			chain[0] = f
+	// src is sorted by MinTXID: the chain starts with the earliest start
+	// that reaches furthest, then each step takes, of the files starting at
+	// or before the next TXID, the one reaching furthest.
+	i := 0
+	first := src[0]
+	for ; i < len(src) && src[i].MinTXID == src[0].MinTXID; i++ {
+		if src[i].MaxTXID > first.MaxTXID {
+			first = src[i]
 		}
 	}
-	for {
+	chain := []replica.LTXFile{first}
+	for len(chain) < maxInputs {
 		cur := chain[len(chain)-1].MaxTXID
 		var next replica.LTXFile
-		for _, f := range src {
-			if f.MinTXID <= cur+1 && f.MaxTXID > cur && f.MaxTXID > next.MaxTXID {
-				next = f
+		for ; i < len(src) && src[i].MinTXID <= cur+1; i++ {
+			if src[i].MaxTXID > cur && src[i].MaxTXID > next.MaxTXID {
+				next = src[i]
 			}
 		}
 		if next.Key == "" {
-			return chain
+			break
 		}
 		chain = append(chain, next)
 	}
+	return chain
 }
 
 // snapshot writes a level-9 snapshot of the newest state when the snapshot
@@ -81,25 +113,35 @@ func (c *Compactor) snapshot(ctx context.Context, now time.Time) error {
 	for _, f := range c.idx.all() {
 		latest = max(latest, f.MaxTXID)
 	}
+	prev, had := c.lastCompact[replica.SnapshotLevel]
 	if latest == 0 || latest <= c.idx.maxTXID(replica.SnapshotLevel) || !c.due(replica.SnapshotLevel, c.cfg.SnapshotInterval, now) {
 		return nil
 	}
 	chain, err := restore.Chain(c.idx.all(), 0)
-	if err != nil {
-		return fmt.Errorf("compact: cannot snapshot %s: %w", c.store, err)
+	if err == nil {
+		err = c.write(ctx, replica.SnapshotLevel, chain, now)
+	} else {
+		err = fmt.Errorf("compact: cannot snapshot %s: %w", c.store, err)
 	}
-	return c.write(ctx, replica.SnapshotLevel, chain, now)
+	if err != nil {
+		c.undue(replica.SnapshotLevel, prev, had)
+	}
+	return err
 }
 
 // write merges inputs into one file at level with a conditional create. If
 // the name is taken, another process did the same work: the existing file is
 // checked to be a readable LTX file of that range and adopted.
+//
+// The merged file is uploaded from its scratch file with its size known, so
+// neither the merge nor the upload holds the output in memory.
 func (c *Compactor) write(ctx context.Context, level int, inputs []replica.LTXFile, now time.Time) error {
-	data, hdr, err := merge(ctx, c.store, inputs)
+	tmp, size, hdr, err := c.merge(ctx, inputs)
 	if err != nil {
 		return err
 	}
-	f, err := replica.PutLTX(ctx, c.store, level, hdr.MinTXID, hdr.MaxTXID, data)
+	defer removeTemp(tmp)
+	f, err := c.upload(ctx, level, hdr, tmp, size)
 	if errors.Is(err, replica.ErrExists) {
 		if f, err = c.adopt(ctx, level, hdr.MinTXID, hdr.MaxTXID); err != nil {
 			return err
@@ -114,14 +156,42 @@ func (c *Compactor) write(ctx context.Context, level int, inputs []replica.LTXFi
 	return nil
 }
 
+// upload creates the level file from r (size bytes) with a conditional
+// create, under the budget and a watchdog that fires only if the transfer
+// stalls. A taken key is returned as ErrExists.
+func (c *Compactor) upload(ctx context.Context, level int, hdr ltx.Header, r io.Reader, size int64) (replica.LTXFile, error) {
+	if err := c.budget.Acquire(ctx, 1); err != nil {
+		return replica.LTXFile{}, err
+	}
+	defer c.budget.Release(1)
+	ctx, wd, stop := withWatchdog(ctx, c.cfg.CallTimeout)
+	defer stop()
+	key := replica.LTXKey(level, hdr.MinTXID, hdr.MaxTXID)
+	_, err := c.store.PutIfAbsent(ctx, key, progressReader{r, wd}, size)
+	if errors.Is(err, replica.ErrExists) {
+		return replica.LTXFile{}, fmt.Errorf("%s in %s: %w", key, c.store, err)
+	} else if err != nil {
+		return replica.LTXFile{}, fmt.Errorf("upload %s to %s: %w", key, c.store, explain(ctx, err))
+	}
+	return replica.LTXFile{Level: level, MinTXID: hdr.MinTXID, MaxTXID: hdr.MaxTXID, Size: size, Key: key}, nil
+}
+
 func (c *Compactor) adopt(ctx context.Context, level int, min, max ltx.TXID) (replica.LTXFile, error) {
 	key := replica.LTXKey(level, min, max)
-	info, err := c.store.Stat(ctx, key)
+	var info replica.ObjectInfo
+	err := c.call(ctx, func(ctx context.Context) (err error) {
+		info, err = c.store.Stat(ctx, key)
+		return err
+	})
 	if err != nil {
 		return replica.LTXFile{}, fmt.Errorf("compact: %s exists but cannot be read: %w", key, err)
 	}
 	f := replica.LTXFile{Level: level, MinTXID: min, MaxTXID: max, Size: info.Size, Key: key}
-	hdr, err := replica.ReadHeader(ctx, c.store, f)
+	var hdr ltx.Header
+	err = c.call(ctx, func(ctx context.Context) (err error) {
+		hdr, err = replica.ReadHeader(ctx, c.store, f)
+		return err
+	})
 	if err != nil {
 		return replica.LTXFile{}, fmt.Errorf("compact: %s was written by another process but is unreadable: %w", key, err)
 	}

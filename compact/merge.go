@@ -2,79 +2,208 @@ package compact
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/replica"
 )
 
-// merge streams inputs (a chain, oldest first) into one LTX file: a k-way merge
-// by page number where the newest input's version of a page wins and pages
-// past the last input's Commit are dropped, as ltx.Compactor does.
+// claim is what the newest original input of a merge says the database's
+// checksum is after it (known=false for files written without checksums).
+// Intermediate files carry no checksums, so a claim travels beside them.
+type claim struct {
+	known bool
+	sum   ltx.Checksum
+}
+
+// source is one input of a merge group: a store object or an intermediate
+// file of an earlier round.
+type source struct {
+	name  string          // for messages
+	file  replica.LTXFile // store input (Key != "")
+	path  string          // intermediate file
+	claim *claim          // intermediate: inherited from its newest input
+}
+
+// merge merges inputs (a chain, oldest first) into one LTX file in a scratch
+// file, which it returns rewound with its size. At most FanIn inputs are open
+// at once: longer chains are merged in rounds, each group of FanIn into an
+// intermediate scratch file, so a backlog of thousands of level-0 files takes
+// neither thousands of connections nor thousands of descriptors. Nothing is
+// held in memory beyond one page and one read buffer per open input.
+func (c *Compactor) merge(ctx context.Context, inputs []replica.LTXFile) (*os.File, int64, ltx.Header, error) {
+	srcs := make([]source, len(inputs))
+	for i, f := range inputs {
+		srcs[i] = source{name: f.Key, file: f}
+	}
+	var scratch []*os.File // intermediates not yet consumed
+	defer func() {
+		for _, f := range scratch {
+			removeTemp(f)
+		}
+	}()
+	fanIn := c.cfg.FanIn
+	for len(srcs) > fanIn {
+		var next []source
+		var made []*os.File
+		for i := 0; i < len(srcs); i += fanIn {
+			group := srcs[i:min(i+fanIn, len(srcs))]
+			if len(group) == 1 {
+				next = append(next, group[0])
+				continue
+			}
+			out, err := tempFile(c.cfg.TempDir)
+			if err != nil {
+				return nil, 0, ltx.Header{}, err
+			}
+			made = append(made, out)
+			scratch = append(scratch, out)
+			hdr, cl, err := c.mergeGroup(ctx, group, out)
+			if err == nil {
+				err = out.Close() // reopened by name: a round never holds more descriptors than FanIn
+			}
+			if err != nil {
+				return nil, 0, ltx.Header{}, err
+			}
+			next = append(next, source{name: fmt.Sprintf("%s..%s (merged)", group[0].name, group[len(group)-1].name),
+				path: out.Name(), claim: &cl, file: replica.LTXFile{MinTXID: hdr.MinTXID, MaxTXID: hdr.MaxTXID}})
+		}
+		// The previous round's intermediates are consumed.
+		kept := scratch[:0]
+		for _, f := range scratch {
+			if contains(made, f) {
+				kept = append(kept, f)
+			} else {
+				removeTemp(f)
+			}
+		}
+		scratch = kept
+		srcs = next
+	}
+	out, err := tempFile(c.cfg.TempDir)
+	if err != nil {
+		return nil, 0, ltx.Header{}, err
+	}
+	hdr, _, err := c.mergeGroup(ctx, srcs, out)
+	if err != nil {
+		removeTemp(out)
+		return nil, 0, ltx.Header{}, err
+	}
+	size, err := out.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = out.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		removeTemp(out)
+		return nil, 0, ltx.Header{}, fmt.Errorf("compact: rewind merge output: %w", err)
+	}
+	return out, size, hdr, nil
+}
+
+func contains(fs []*os.File, f *os.File) bool {
+	for _, x := range fs {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeGroup streams srcs (a chain, oldest first, at most FanIn) into w: a
+// k-way merge by page number where the newest input's version of a page wins
+// and pages past the last input's Commit are dropped, as ltx.Compactor does.
 //
 // It does not use ltx.Compactor because that copies the last input's
 // post-apply checksum under the caller's header flags, which fails for
 // Litestream 0.5 replicas (written with HeaderFlagNoChecksum) and for mixed
-// ones (a Litestream history continued by sluice). Here the output carries
-// database checksums whenever they are known: for a snapshot (MinTXID 1) the
-// checksum is computed from its pages (and checked against the last input's
-// when it has one); otherwise both the first input's pre-apply and the last
-// input's post-apply checksums must be present.
-func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) ([]byte, ltx.Header, error) {
-	rcs := make([]io.ReadCloser, 0, len(inputs))
+// ones (a Litestream history continued by sluice). Outputs never carry
+// rolling checksums (Litestream 0.5.17's restore rejects files that do); for
+// a snapshot (MinTXID 1) the checksum is computed from its pages and checked
+// against the newest input's claim when it has one.
+//
+// The group's store inputs take their budget slots in one step and share one
+// watchdog: the merge as a whole must make progress, while an input whose
+// pages come late in page order may rightly sit unread for a while.
+func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) (ltx.Header, claim, error) {
+	remote := 0
+	for _, s := range srcs {
+		if s.path == "" {
+			remote++
+		}
+	}
+	if remote > 0 {
+		if err := c.budget.Acquire(ctx, remote); err != nil {
+			return ltx.Header{}, claim{}, err
+		}
+		defer c.budget.Release(remote)
+	}
+	ctx, wd, stop := withWatchdog(ctx, c.cfg.CallTimeout)
+	defer stop()
+
+	rcs := make([]io.Closer, 0, len(srcs))
 	defer func() {
 		for _, rc := range rcs {
 			_ = rc.Close()
 		}
 	}()
-	decs := make([]*ltx.Decoder, len(inputs))
-	hdrs := make([]ltx.Header, len(inputs))
-	for i, f := range inputs {
-		rc, err := store.Get(ctx, f.Key)
-		if err != nil {
-			return nil, ltx.Header{}, fmt.Errorf("compaction input %s in %s: %w", f.Key, store, err)
+	decs := make([]*ltx.Decoder, len(srcs))
+	hdrs := make([]ltx.Header, len(srcs))
+	for i, s := range srcs {
+		var r io.Reader
+		if s.path != "" {
+			f, err := os.Open(s.path)
+			if err != nil {
+				return ltx.Header{}, claim{}, fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)
+			}
+			rcs = append(rcs, f)
+			r = f
+		} else {
+			rc, err := c.store.Get(ctx, s.file.Key)
+			if err != nil {
+				return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, explain(ctx, err))
+			}
+			wd.touch()
+			rcs = append(rcs, rc)
+			r = progressReader{rc, wd}
 		}
-		rcs = append(rcs, rc)
-		decs[i] = ltx.NewDecoder(bufio.NewReaderSize(rc, 64<<10))
+		decs[i] = ltx.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		if err := decs[i].DecodeHeader(); err != nil {
-			return nil, ltx.Header{}, fmt.Errorf("compaction input %s in %s has a corrupt header: %w", f.Key, store, err)
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, explain(ctx, err))
 		}
 		hdrs[i] = decs[i].Header()
 		if i > 0 {
 			if hdrs[i].PageSize != hdrs[0].PageSize {
-				return nil, ltx.Header{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", inputs[0].Key, f.Key, store)
+				return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", srcs[0].name, s.name, c.store)
 			}
 			if hdrs[i].MinTXID > hdrs[i-1].MaxTXID+1 || hdrs[i].MaxTXID <= hdrs[i-1].MaxTXID {
-				return nil, ltx.Header{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", inputs[i-1].Key, f.Key, store)
+				return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", srcs[i-1].name, s.name, c.store)
 			}
 		}
 	}
 	first, last := hdrs[0], hdrs[len(hdrs)-1]
 	out := ltx.Header{
 		Version:   ltx.Version,
+		Flags:     ltx.HeaderFlagNoChecksum,
 		PageSize:  first.PageSize,
 		Commit:    last.Commit,
 		MinTXID:   first.MinTXID,
 		MaxTXID:   last.MaxTXID,
 		Timestamp: last.Timestamp,
 	}
-	// Outputs never carry rolling checksums: Litestream 0.5.17's restore
-	// rejects any file that does (see engine/state.go). Inputs that carry
-	// them are still verified below.
 	snapshot := out.IsSnapshot()
-	out.Flags = ltx.HeaderFlagNoChecksum
+	span := fmt.Sprintf("%s..%s", srcs[0].name, srcs[len(srcs)-1].name)
 
-	var buf bytes.Buffer
-	enc, err := ltx.NewEncoder(&buf)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc, err := ltx.NewEncoder(bw)
 	if err != nil {
-		return nil, ltx.Header{}, err
+		return ltx.Header{}, claim{}, err
 	}
 	if err := enc.EncodeHeader(out); err != nil {
-		return nil, ltx.Header{}, fmt.Errorf("compact %s..%s in %s: %w", inputs[0].Key, inputs[len(inputs)-1].Key, store, err)
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
 	}
 
 	// One buffered page per input; the smallest page number goes next and
@@ -95,19 +224,19 @@ func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) (
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("compaction input %s in %s is corrupt: %w", inputs[i].Key, store, err)
+			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, explain(ctx, err))
 		}
 		return nil
 	}
 	for i := range heads {
 		if err := fill(i); err != nil {
-			return nil, ltx.Header{}, err
+			return ltx.Header{}, claim{}, err
 		}
 	}
 	sum := ltx.ChecksumFlag
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, ltx.Header{}, err
+			return ltx.Header{}, claim{}, explain(ctx, err)
 		}
 		var pgno uint32
 		for i := range heads {
@@ -125,7 +254,7 @@ func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) (
 			}
 			if !written && pgno <= out.Commit {
 				if err := enc.EncodePage(ltx.PageHeader{Pgno: pgno}, heads[i].data); err != nil {
-					return nil, ltx.Header{}, fmt.Errorf("compact %s..%s in %s: page %d: %w", inputs[0].Key, inputs[len(inputs)-1].Key, store, pgno, err)
+					return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: page %d: %w", span, c.store, pgno, err)
 				}
 				if snapshot {
 					sum ^= ltx.ChecksumPage(pgno, heads[i].data)
@@ -133,26 +262,31 @@ func merge(ctx context.Context, store replica.Store, inputs []replica.LTXFile) (
 				written = true
 			}
 			if err := fill(i); err != nil {
-				return nil, ltx.Header{}, err
+				return ltx.Header{}, claim{}, err
 			}
 		}
 	}
 	for i, dec := range decs {
 		if err := dec.Close(); err != nil {
-			return nil, ltx.Header{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", inputs[i].Key, store, err)
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, explain(ctx, err))
 		}
 	}
-	lastTrailer := decs[len(decs)-1].Trailer()
-	switch {
-	case snapshot:
+	newest := claim{known: !last.NoChecksum(), sum: decs[len(decs)-1].Trailer().PostApplyChecksum}
+	if lastSrc := srcs[len(srcs)-1]; lastSrc.claim != nil {
+		newest = *lastSrc.claim
+	}
+	if snapshot {
 		sum |= ltx.ChecksumFlag
-		if !last.NoChecksum() && lastTrailer.PostApplyChecksum != sum {
-			return nil, ltx.Header{}, fmt.Errorf("snapshot of %s..%s in %s: the merged database's checksum %s differs from %s recorded by %s; "+
-				"the replica's files are inconsistent, no snapshot written", inputs[0].Key, inputs[len(inputs)-1].Key, store, sum, lastTrailer.PostApplyChecksum, inputs[len(inputs)-1].Key)
+		if newest.known && newest.sum != sum {
+			return ltx.Header{}, claim{}, fmt.Errorf("snapshot of %s in %s: the merged database's checksum %s differs from %s recorded by %s; "+
+				"the replica's files are inconsistent, no snapshot written", span, c.store, sum, newest.sum, srcs[len(srcs)-1].name)
 		}
 	}
 	if err := enc.Close(); err != nil {
-		return nil, ltx.Header{}, fmt.Errorf("compact %s..%s in %s: %w", inputs[0].Key, inputs[len(inputs)-1].Key, store, err)
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
 	}
-	return buf.Bytes(), out, nil
+	if err := bw.Flush(); err != nil {
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s: write merge output: %w", span, err)
+	}
+	return out, newest, nil
 }

@@ -90,7 +90,7 @@ func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
 	for len(keys) > 0 {
 		n := min(len(keys), deleteBatch)
 		batch := keys[:n]
-		if err := c.store.Delete(ctx, batch...); err != nil {
+		if err := c.call(ctx, func(ctx context.Context) error { return c.store.Delete(ctx, batch...) }); err != nil {
 			return fmt.Errorf("compact: delete %d expired files from %s: %w", n, c.store, err)
 		}
 		gone := map[string]bool{}
