@@ -164,14 +164,14 @@ func (c *Compactor) upload(ctx context.Context, level int, hdr ltx.Header, r io.
 		return replica.LTXFile{}, err
 	}
 	defer c.budget.Release(1)
-	ctx, wd, stop := withWatchdog(ctx, c.cfg.CallTimeout)
+	ctx, wd, stop := replica.WithWatchdog(ctx, c.cfg.CallTimeout)
 	defer stop()
 	key := replica.LTXKey(level, hdr.MinTXID, hdr.MaxTXID)
-	_, err := c.store.PutIfAbsent(ctx, key, progressReader{r, wd}, size)
+	_, err := c.store.PutIfAbsent(ctx, key, wd.Reader(r), size)
 	if errors.Is(err, replica.ErrExists) {
 		return replica.LTXFile{}, fmt.Errorf("%s in %s: %w", key, c.store, err)
 	} else if err != nil {
-		return replica.LTXFile{}, fmt.Errorf("upload %s to %s: %w", key, c.store, explain(ctx, err))
+		return replica.LTXFile{}, fmt.Errorf("upload %s to %s: %w", key, c.store, replica.Stalled(ctx, err))
 	}
 	return replica.LTXFile{Level: level, MinTXID: hdr.MinTXID, MaxTXID: hdr.MaxTXID, Size: size, Key: key}, nil
 }

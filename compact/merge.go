@@ -141,7 +141,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 		}
 		defer c.budget.Release(remote)
 	}
-	ctx, wd, stop := withWatchdog(ctx, c.cfg.CallTimeout)
+	ctx, wd, stop := replica.WithWatchdog(ctx, c.cfg.CallTimeout)
 	defer stop()
 
 	rcs := make([]io.Closer, 0, len(srcs))
@@ -164,15 +164,15 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 		} else {
 			rc, err := c.store.Get(ctx, s.file.Key)
 			if err != nil {
-				return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, explain(ctx, err))
+				return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, replica.Stalled(ctx, err))
 			}
-			wd.touch()
+			wd.Touch()
 			rcs = append(rcs, rc)
-			r = progressReader{rc, wd}
+			r = wd.Reader(rc)
 		}
 		decs[i] = ltx.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		if err := decs[i].DecodeHeader(); err != nil {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, explain(ctx, err))
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, replica.Stalled(ctx, err))
 		}
 		hdrs[i] = decs[i].Header()
 		if i > 0 {
@@ -224,7 +224,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, explain(ctx, err))
+			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, replica.Stalled(ctx, err))
 		}
 		return nil
 	}
@@ -236,7 +236,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 	sum := ltx.ChecksumFlag
 	for {
 		if err := ctx.Err(); err != nil {
-			return ltx.Header{}, claim{}, explain(ctx, err)
+			return ltx.Header{}, claim{}, replica.Stalled(ctx, err)
 		}
 		var pgno uint32
 		for i := range heads {
@@ -268,7 +268,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 	}
 	for i, dec := range decs {
 		if err := dec.Close(); err != nil {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, explain(ctx, err))
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, replica.Stalled(ctx, err))
 		}
 	}
 	newest := claim{known: !last.NoChecksum(), sum: decs[len(decs)-1].Trailer().PostApplyChecksum}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/sluicedb/sluice/replica"
 )
@@ -34,11 +35,16 @@ type Options struct {
 	// RequireMatch makes Open fail with ErrDiverged when the local database
 	// differs from the replica, instead of shipping the difference.
 	RequireMatch bool
+	// UploadStall aborts an upload attempt that makes no progress for this
+	// long (default 10s); the same file is retried with backoff while the
+	// caller's context lasts (at most uploadAttempts times per call).
+	UploadStall time.Duration
 }
 
 const (
 	defaultCheckpointPages = 1000
 	defaultTruncatePages   = 10000
+	defaultUploadStall     = 10 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -50,6 +56,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TruncatePages <= 0 {
 		o.TruncatePages = defaultTruncatePages
+	}
+	if o.UploadStall <= 0 {
+		o.UploadStall = defaultUploadStall
 	}
 	return o
 }

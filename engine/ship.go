@@ -84,18 +84,49 @@ func mapSource(pages map[uint32][]byte) pageSource {
 	}
 }
 
+// uploadAttempts is how many times one upload call tries the pending file
+// before it gives the error to its caller (which retries on its own schedule).
+const uploadAttempts = 3
+
 // upload ships the pending file, if any. On a taken key the DB is fenced for
 // good; on any other error the file stays pending for the next attempt.
+//
+// Each attempt has a watchdog (Options.UploadStall) so a request stuck behind
+// a saturated or hung connection is abandoned and retried instead of holding
+// every write until the caller's deadline. An abandoned attempt may still
+// have landed, so the file is marked uncertain: a later ErrExists is resolved
+// by reading the object back, never by re-uploading under another name.
 func (db *DB) upload(ctx context.Context) error {
 	p := db.pending
 	if p == nil {
 		return nil
 	}
-	f, err := replica.PutLTX(ctx, db.store, 0, p.txid, p.txid, p.data)
-	if errors.Is(err, replica.ErrExists) && p.uncertain && db.storedIsOurs(ctx, p) {
-		// An earlier attempt did land; only its answer was lost.
-		err = nil
-		f = replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: int64(len(p.data)), Key: replica.LTXKey(0, p.txid, p.txid)}
+	var f replica.LTXFile
+	var err error
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		f, err = db.uploadOnce(ctx, p)
+		if err == nil || errors.Is(err, replica.ErrExists) || attempt == uploadAttempts || ctx.Err() != nil {
+			break
+		}
+		p.uncertain = true
+		db.log.Warn("upload attempt failed; retrying the same TXID", "txid", p.txid.String(), "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff *= 4
+	}
+	if errors.Is(err, replica.ErrExists) && p.uncertain {
+		// An earlier attempt may have landed with only its answer lost.
+		switch ours, cerr := db.storedIsOurs(ctx, p); {
+		case cerr != nil:
+			// Cannot tell yet: neither fence nor acknowledge; retry later.
+			err = fmt.Errorf("%s exists after an uncertain attempt and cannot be read back: %w", replica.LTXKey(0, p.txid, p.txid), cerr)
+		case ours:
+			err = nil
+			f = replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: int64(len(p.data)), Key: replica.LTXKey(0, p.txid, p.txid)}
+		}
 	}
 	if errors.Is(err, replica.ErrExists) {
 		db.fenced = fmt.Errorf("%w: database %s, TXID %s: %v; stop this writer and restore from the replica before writing again",
@@ -121,15 +152,35 @@ func (db *DB) upload(ctx context.Context) error {
 	return nil
 }
 
+// uploadOnce makes one conditional create of p under a stall watchdog.
+func (db *DB) uploadOnce(ctx context.Context, p *pendingFile) (replica.LTXFile, error) {
+	ctx, wd, stop := replica.WithWatchdog(ctx, db.opts.UploadStall)
+	defer stop()
+	key := replica.LTXKey(0, p.txid, p.txid)
+	_, err := db.store.PutIfAbsent(ctx, key, wd.Reader(bytes.NewReader(p.data)), int64(len(p.data)))
+	if errors.Is(err, replica.ErrExists) {
+		return replica.LTXFile{}, fmt.Errorf("%s in %s is already taken by another writer: %w", key, db.store, err)
+	} else if err != nil {
+		return replica.LTXFile{}, fmt.Errorf("upload %s to %s: %w", key, db.store, replica.Stalled(ctx, err))
+	}
+	return replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: int64(len(p.data)), Key: key}, nil
+}
+
 // storedIsOurs reports whether the object at p's key holds exactly p's bytes.
 // The encoded file carries its own timestamp and checksums, so another
-// writer's file for the same TXID cannot compare equal by accident.
-func (db *DB) storedIsOurs(ctx context.Context, p *pendingFile) bool {
+// writer's file for the same TXID cannot compare equal by accident. An error
+// means the answer is unknown (the object could not be read).
+func (db *DB) storedIsOurs(ctx context.Context, p *pendingFile) (bool, error) {
+	ctx, wd, stop := replica.WithWatchdog(ctx, db.opts.UploadStall)
+	defer stop()
 	rc, err := db.store.Get(ctx, replica.LTXKey(0, p.txid, p.txid))
 	if err != nil {
-		return false
+		return false, replica.Stalled(ctx, err)
 	}
 	defer rc.Close()
-	got, err := io.ReadAll(io.LimitReader(rc, int64(len(p.data))+1))
-	return err == nil && bytes.Equal(got, p.data)
+	got, err := io.ReadAll(io.LimitReader(wd.Reader(rc), int64(len(p.data))+1))
+	if err != nil {
+		return false, replica.Stalled(ctx, err)
+	}
+	return bytes.Equal(got, p.data), nil
 }

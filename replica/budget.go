@@ -37,6 +37,13 @@ func NewBudget(size int) *Budget {
 // DefaultBackgroundRequests is the size of BackgroundBudget.
 const DefaultBackgroundRequests = 64
 
+// MaxConnsPerHost is the connection cap the HTTP backends (S3, Azure) set on
+// their transports: it bounds the process's connections to a store, and it
+// leaves MaxConnsPerHost - DefaultBackgroundRequests connections that only
+// the write path and restores can use. (Left to itself, aws-sdk-go-v2 allows
+// 2,048, and an unbounded merge once took them all while uploads waited.)
+const MaxConnsPerHost = 512
+
 // BackgroundBudget is the budget every compactor of the process shares
 // unless it is given its own.
 var BackgroundBudget = NewBudget(DefaultBackgroundRequests)

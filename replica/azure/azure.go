@@ -79,6 +79,7 @@ var sharedHTTPClient = &http.Client{Transport: &http.Transport{
 	DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 	MaxIdleConns:          256,
 	MaxIdleConnsPerHost:   128,
+	MaxConnsPerHost:       replica.MaxConnsPerHost,
 	IdleConnTimeout:       90 * time.Second,
 	TLSHandshakeTimeout:   10 * time.Second,
 	ExpectContinueTimeout: time.Second,

@@ -146,6 +146,7 @@ func loadAWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 128
+		tr.MaxConnsPerHost = replica.MaxConnsPerHost
 		tr.IdleConnTimeout = 90 * time.Second
 		if cfg.SkipVerify {
 			if tr.TLSClientConfig == nil {
