@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/superfly/ltx"
 
@@ -144,44 +145,62 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 	ctx, wd, stop := replica.WithWatchdog(ctx, c.cfg.CallTimeout)
 	defer stop()
 
-	rcs := make([]io.Closer, 0, len(srcs))
+	// Open every input and read its header at once: a group's requests are
+	// already paid for in the budget, and one round trip per group instead of
+	// one per input is what makes a backlog of thousands finish quickly.
+	rcs := make([]io.Closer, len(srcs))
 	defer func() {
 		for _, rc := range rcs {
-			_ = rc.Close()
+			if rc != nil {
+				_ = rc.Close()
+			}
 		}
 	}()
 	decs := make([]*ltx.Decoder, len(srcs))
 	hdrs := make([]ltx.Header, len(srcs))
+	errs := make([]error, len(srcs))
+	var wg sync.WaitGroup
 	for i, s := range srcs {
-		var r io.Reader
-		if s.path != "" {
-			f, err := os.Open(s.path)
-			if err != nil {
-				return ltx.Header{}, claim{}, fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r io.Reader
+			if s.path != "" {
+				f, err := os.Open(s.path)
+				if err != nil {
+					errs[i] = fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)
+					return
+				}
+				rcs[i], r = f, f
+			} else {
+				rc, err := c.store.Get(ctx, s.file.Key)
+				if err != nil {
+					errs[i] = fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, replica.Stalled(ctx, err))
+					return
+				}
+				wd.Touch()
+				rcs[i], r = rc, wd.Reader(rc)
 			}
-			rcs = append(rcs, f)
-			r = f
-		} else {
-			rc, err := c.store.Get(ctx, s.file.Key)
-			if err != nil {
-				return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, replica.Stalled(ctx, err))
+			decs[i] = ltx.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+			if err := decs[i].DecodeHeader(); err != nil {
+				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, replica.Stalled(ctx, err))
+				return
 			}
-			wd.Touch()
-			rcs = append(rcs, rc)
-			r = wd.Reader(rc)
+			hdrs[i] = decs[i].Header()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return ltx.Header{}, claim{}, err // the first is enough: the others are usually the same cause
 		}
-		decs[i] = ltx.NewDecoder(bufio.NewReaderSize(r, 64<<10))
-		if err := decs[i].DecodeHeader(); err != nil {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, replica.Stalled(ctx, err))
+	}
+	for i := 1; i < len(srcs); i++ {
+		if hdrs[i].PageSize != hdrs[0].PageSize {
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", srcs[0].name, srcs[i].name, c.store)
 		}
-		hdrs[i] = decs[i].Header()
-		if i > 0 {
-			if hdrs[i].PageSize != hdrs[0].PageSize {
-				return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", srcs[0].name, s.name, c.store)
-			}
-			if hdrs[i].MinTXID > hdrs[i-1].MaxTXID+1 || hdrs[i].MaxTXID <= hdrs[i-1].MaxTXID {
-				return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", srcs[i-1].name, s.name, c.store)
-			}
+		if hdrs[i].MinTXID > hdrs[i-1].MaxTXID+1 || hdrs[i].MaxTXID <= hdrs[i-1].MaxTXID {
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", srcs[i-1].name, srcs[i].name, c.store)
 		}
 	}
 	first, last := hdrs[0], hdrs[len(hdrs)-1]
