@@ -447,3 +447,81 @@ func TestFlushFoldsLevelZeroIntoOneFile(t *testing.T) {
 		t.Fatal("latest state not restored exactly after Flush")
 	}
 }
+
+// A burst of writes between two level-1 boundaries: level 1 is compacted as
+// soon as more than L0Trigger level-0 files wait, not at the boundary.
+func TestLevelZeroCountTriggersCompaction(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 100)
+	const trigger = 20
+	c := New(store, Config{Levels: []Level{{1, time.Hour}}, L0Trigger: trigger}, nil)
+	now := t0.Truncate(time.Hour).Add(time.Second)
+	c.Notify(h.Ship(now))
+	if err := c.CompactOnce(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	maxWaiting := 0
+	for i := 1; i <= 100; i++ {
+		now = now.Add(100 * time.Millisecond) // 10 s in all: no level-1 boundary
+		writeOnce(h, rng, i)
+		c.Notify(h.Ship(now))
+		if err := c.CompactOnce(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		maxWaiting = max(maxWaiting, len(c.inputsFor(1)))
+	}
+	if maxWaiting > trigger {
+		t.Errorf("up to %d level-0 files waited for level 1; want at most the trigger, %d", maxWaiting, trigger)
+	}
+	if n := c.Stats().PerLevel[1]; n < 100/(trigger+1) {
+		t.Errorf("level 1 holds %d files after 100 level-0 files with a trigger of %d", n, trigger)
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{})
+	if got := restoretest.FileHash(t, out); got != h.Hashes[res.Pos.TXID] || res.Pos.TXID != h.Pos().TXID {
+		t.Fatalf("restore reached %s; the database differs from the source", res.Pos.TXID)
+	}
+}
+
+// failOnce fails the first conditional create under a prefix.
+type failOnce struct {
+	replica.Store
+	prefix string
+	failed bool
+}
+
+func (s *failOnce) PutIfAbsent(ctx context.Context, k string, r io.Reader, n int64) (replica.ObjectInfo, error) {
+	if !s.failed && strings.HasPrefix(k, s.prefix) {
+		s.failed = true
+		return replica.ObjectInfo{}, fmt.Errorf("injected failure of %s", k)
+	}
+	return s.Store.PutIfAbsent(ctx, k, r, n)
+}
+
+// A level whose write failed is retried on the next pass, not at its next
+// clock boundary (an hour later for level 3).
+func TestFailedLevelWriteIsRetriedBeforeTheNextBoundary(t *testing.T) {
+	fs, _ := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 100)
+	store := &failOnce{Store: fs, prefix: "ltx/1/"}
+	c := New(store, Config{Levels: []Level{{1, time.Hour}}}, nil)
+	now := t0.Truncate(time.Hour).Add(time.Second)
+	c.Notify(h.Ship(now))
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 1; i <= 3; i++ {
+		writeOnce(h, rng, i)
+		c.Notify(h.Ship(now))
+	}
+	if err := c.CompactOnce(context.Background(), now); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("first pass: %v; want the injected failure", err)
+	}
+	if err := c.CompactOnce(context.Background(), now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().PerLevel[1]; n != 1 {
+		t.Fatalf("level 1 holds %d files after the retry; want 1", n)
+	}
+}
