@@ -85,7 +85,8 @@ func mapSource(pages map[uint32][]byte) pageSource {
 }
 
 // uploadAttempts is how many times one upload call tries the pending file
-// before it gives the error to its caller (which retries on its own schedule).
+// when attempts stall, before it gives the error to its caller (which
+// retries on its own schedule).
 const uploadAttempts = 3
 
 // upload ships the pending file, if any. On a taken key the DB is fenced for
@@ -106,7 +107,9 @@ func (db *DB) upload(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		f, err = db.uploadOnce(ctx, p)
-		if err == nil || errors.Is(err, replica.ErrExists) || attempt == uploadAttempts || ctx.Err() != nil {
+		// Only a stalled attempt is retried here: other errors were already
+		// retried by the store's client, and the caller has its own schedule.
+		if err == nil || !errors.Is(err, replica.ErrStalled) || attempt == uploadAttempts || ctx.Err() != nil {
 			break
 		}
 		p.uncertain = true

@@ -51,7 +51,7 @@ func (p progressReader) Read(b []byte) (int, error) {
 // cancelled (stores only report "context canceled").
 func Stalled(ctx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(ctx), ErrStalled) {
-		return fmt.Errorf("%w (%v)", err, ErrStalled)
+		return fmt.Errorf("%w (%w)", err, ErrStalled)
 	}
 	return err
 }
