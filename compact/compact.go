@@ -181,15 +181,21 @@ const maxBackoff = 5 * time.Minute
 // call runs one store request without a body under the budget and the call
 // timeout.
 func (c *Compactor) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	return c.callWithin(ctx, c.cfg.CallTimeout, fn)
+}
+
+// callWithin is call with its own timeout (a LIST of a large backlog is many
+// pages, each a round trip).
+func (c *Compactor) callWithin(ctx context.Context, d time.Duration, fn func(ctx context.Context) error) error {
 	if err := c.budget.Acquire(ctx, 1); err != nil {
 		return err
 	}
 	defer c.budget.Release(1)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	err := fn(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("%w (no answer within %s)", err, c.cfg.CallTimeout)
+		err = fmt.Errorf("%w (no answer within %s)", err, d)
 	}
 	return err
 }

@@ -30,7 +30,7 @@ func (c *Compactor) loadIndex(ctx context.Context) (*index, error) {
 	idx := &index{}
 	for level := 0; level <= replica.MaxLevel; level++ {
 		var objs []replica.ObjectInfo
-		err := c.call(ctx, func(ctx context.Context) (err error) {
+		err := c.callWithin(ctx, 4*c.cfg.CallTimeout, func(ctx context.Context) (err error) {
 			objs, err = c.store.List(ctx, replica.LTXLevelPrefix(level))
 			return err
 		})
