@@ -54,7 +54,7 @@ func (r *slowReader) Close() error {
 
 func shipWhileSlowCompaction(t *testing.T, otherURL string, backlog replica.Store) {
 	ctx := context.Background()
-	slow := &slowStore{Store: backlog, delay: 25 * time.Millisecond}
+	slow := &slowStore{Store: backlog, delay: 50 * time.Millisecond}  // the pass needs minutes: it outlasts the writes however loaded the machine
 	c := compact.New(slow, compact.Config{TempDir: t.TempDir()}, nil) // the process-wide budget, as in production
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
