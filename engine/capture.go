@@ -77,6 +77,7 @@ func (db *DB) capture() error {
 			db.resyncWhy = "WAL read error"
 			return fmt.Errorf("read WAL %s: %w", db.walPath, err)
 		}
+		db.stats.frames.Add(1)
 		txPages[f.Pgno] = append([]byte(nil), f.Data...)
 		txOffsets[f.Pgno] = f.Offset
 		if f.Commit != 0 {
@@ -186,6 +187,7 @@ func (db *DB) capture() error {
 	db.commit, db.xor, db.txid = commit, x, txid
 	db.advance(end, newGen, offsets)
 	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	db.stats.captures.Add(1)
 	return nil
 }
 
@@ -205,6 +207,7 @@ func (db *DB) advance(end cursor, newGen bool, offsets map[uint32]int64) {
 // happened to the log; it only costs a full read.
 func (db *DB) resync(reason string) error {
 	db.log.Warn("resynchronising by full read", "reason", reason)
+	db.stats.fullReads.Add(1)
 	v, closeFiles, err := db.openView()
 	if err != nil {
 		db.resyncWhy = reason

@@ -76,6 +76,8 @@ type DB struct {
 	posFile positionFile            // <db>-sluice, rewritten after each upload
 	fenced  error
 	closed  bool
+
+	stats statCounters
 }
 
 // Open starts capturing the database at path into store. The database file
