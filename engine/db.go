@@ -382,6 +382,7 @@ func (db *DB) Close(ctx context.Context) error {
 		err = db.syncLocked(ctx)
 	}
 	db.closeConns()
+	db.dropPending()
 	db.closed = true
 	return err
 }

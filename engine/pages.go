@@ -64,6 +64,7 @@ type view struct {
 	commit   uint32
 	index    map[uint32]int64 // pgno -> offset of its newest committed frame
 	cur      cursor           // end of the committed WAL
+	fh       [wal.FrameHeaderSize]byte
 }
 
 // openView scans the whole WAL from its first frame. walFile may be nil.
@@ -137,7 +138,7 @@ func (v *view) readPage(pgno uint32, buf []byte) error {
 		// before its page, so old salts seen now mean the page read was not
 		// overwritten. New salts mean the log was restarted, which SQLite only
 		// does once every frame is in the DB file: read it from there.
-		fh := make([]byte, wal.FrameHeaderSize)
+		fh := v.fh[:]
 		if _, err := v.walFile.ReadAt(fh, off); err != nil {
 			return fmt.Errorf("read frame header of page %d from WAL %s at %d: %w", pgno, v.walFile.Name(), off, err)
 		}
