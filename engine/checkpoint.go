@@ -49,10 +49,8 @@ func (db *DB) checkpointLocked(ctx context.Context) error {
 	if _, _, err := checkpoint(ctx, spare, "PASSIVE"); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", db.path, err)
 	}
-	db.lock.SetBusyTimeout(writeLockWait)
-	err := exec(ctx, db.lock, "BEGIN IMMEDIATE")
-	db.lock.SetBusyTimeout(busyTimeout)
-	if sqlite.ErrCode(err) == sqlite.ResultBusy {
+	err := db.takeWriteLock(ctx)
+	if sqlite.ErrCode(err).ToPrimary() == sqlite.ResultBusy {
 		db.log.Debug("checkpoint skipped", "reason", errWriteLockBusy)
 		return nil
 	} else if err != nil {
@@ -107,6 +105,24 @@ func (db *DB) checkpointLocked(ctx context.Context) error {
 		}
 	}
 	return db.upload(ctx)
+}
+
+// takeWriteLock begins a write transaction on the lock connection, trying
+// every few tens of microseconds for up to writeLockWait. SQLite's own busy
+// handler sleeps for milliseconds between tries, and an application that
+// commits back to back leaves the lock free only for microseconds between
+// its transactions: it would never be caught.
+func (db *DB) takeWriteLock(ctx context.Context) error {
+	db.lock.SetBusyTimeout(0)
+	defer db.lock.SetBusyTimeout(busyTimeout)
+	deadline := time.Now().Add(writeLockWait)
+	for {
+		err := exec(ctx, db.lock, "BEGIN IMMEDIATE")
+		if sqlite.ErrCode(err).ToPrimary() != sqlite.ResultBusy || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
 }
 
 // truncate runs a TRUNCATE checkpoint while keeping the read transaction.
