@@ -442,7 +442,7 @@ type monitor struct {
 	prefix    string
 	clockPgno uint32
 
-	mu   sync.Mutex
+	mu      sync.Mutex
 	seen    map[string]bool
 	obs     []observation
 	lastErr error
