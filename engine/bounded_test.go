@@ -83,6 +83,15 @@ func TestSpoolSpillsToDiskAndReadsBack(t *testing.T) {
 		}
 		off = end
 	}
+	// Below the bound, the same reads come from memory chunks.
+	small := newSpool(t.TempDir(), "app.db")
+	defer small.close()
+	_, err := small.Write(want[:300<<10])
+	must(t, err)
+	must(t, small.finish())
+	if small.f != nil || !sameBytes(small.reader(), bytes.NewReader(want[:300<<10])) {
+		t.Fatal("a small spool went to disk or reads back differently")
+	}
 	must(t, s.finish())
 	if s.f == nil {
 		t.Fatal("did not spill to disk past the memory bound")

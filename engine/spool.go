@@ -14,6 +14,7 @@ import (
 // costs no file at all.
 const spoolMemory = 4 << 20
 
+// spoolChunk is the largest memory chunk (and the file's write buffer).
 const spoolChunk = 256 << 10
 
 // spool holds one encoded LTX file until the store has accepted it (a retry
@@ -35,7 +36,12 @@ func (s *spool) Write(p []byte) (int, error) {
 	if s.f == nil && s.size+int64(len(p)) <= spoolMemory {
 		for rest := p; len(rest) > 0; {
 			if len(s.mem) == 0 || len(s.mem[len(s.mem)-1]) == cap(s.mem[len(s.mem)-1]) {
-				s.mem = append(s.mem, make([]byte, 0, spoolChunk))
+				// Chunks double from 4 KiB: a server's small commits stay cheap.
+				c := 4 << 10
+				if len(s.mem) > 0 {
+					c = min(spoolChunk, 2*cap(s.mem[len(s.mem)-1]))
+				}
+				s.mem = append(s.mem, make([]byte, 0, c))
 			}
 			last := &s.mem[len(s.mem)-1]
 			k := min(len(rest), cap(*last)-len(*last))
@@ -84,16 +90,16 @@ func (s *spool) ReadAt(p []byte, off int64) (int, error) {
 		return s.f.ReadAt(p, off)
 	}
 	n := 0
-	for i := off / spoolChunk; n < len(p) && i < int64(len(s.mem)); i++ {
-		c := s.mem[i]
-		start := int64(0)
-		if i == off/spoolChunk {
-			start = off % spoolChunk
-		}
-		if start >= int64(len(c)) {
+	for _, c := range s.mem {
+		if n == len(p) {
 			break
 		}
-		n += copy(p[n:], c[start:])
+		if off >= int64(len(c)) {
+			off -= int64(len(c))
+			continue
+		}
+		n += copy(p[n:], c[off:])
+		off = 0
 	}
 	if n < len(p) {
 		return n, io.EOF
