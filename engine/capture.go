@@ -142,17 +142,10 @@ func (db *DB) capture() error {
 	// checks each frame's salts after reading it, so a log restarted under a
 	// read-mark-0 reader is noticed and the page (by then in the DB file, see
 	// the DB doc comment) read from there.
-	index := offsets
+	v := &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: offsets, cur: end}
 	if !newGen {
-		index = make(map[uint32]int64, len(db.walIndex)+len(offsets))
-		for p, off := range db.walIndex {
-			index[p] = off
-		}
-		for p, off := range offsets {
-			index[p] = off
-		}
+		v.older = db.walIndex
 	}
-	v := &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: index, cur: end}
 
 	x := db.xor
 	newSums := make([]ltx.Checksum, len(ship))

@@ -63,6 +63,7 @@ type view struct {
 	pageSize uint32
 	commit   uint32
 	index    map[uint32]int64 // pgno -> offset of its newest committed frame
+	older    map[uint32]int64 // consulted for pages index lacks (same WAL generation); may be nil
 	cur      cursor           // end of the committed WAL
 	fh       [wal.FrameHeaderSize]byte
 }
@@ -130,7 +131,11 @@ func openView(dbFile, walFile *os.File, committed io.ReaderAt) (*view, error) {
 // readPage reads page pgno into buf (len pageSize). Pages past the end of the
 // DB file read as zeros (SQLite treats them the same way).
 func (v *view) readPage(pgno uint32, buf []byte) error {
-	if off, ok := v.index[pgno]; ok {
+	off, ok := v.index[pgno]
+	if !ok && v.older != nil {
+		off, ok = v.older[pgno]
+	}
+	if ok {
 		if _, err := v.walFile.ReadAt(buf, off+wal.FrameHeaderSize); err != nil {
 			return fmt.Errorf("read page %d from WAL %s at %d: %w", pgno, v.walFile.Name(), off, err)
 		}
