@@ -597,7 +597,7 @@ func report(o Options, rs []*result) {
 	row := func(label string, f func(r *result) string, ratio func(r *result) float64) {
 		line := fmt.Sprintf("%-30s", label)
 		for _, r := range rs {
-			line += fmt.Sprintf(" %18s", f(r))
+			line += fmt.Sprintf(" %22s", f(r))
 		}
 		if ratio != nil && len(rs) == 2 && ratio(rs[1]) != 0 {
 			line += fmt.Sprintf(" %10.2fx", ratio(rs[0])/ratio(rs[1]))
@@ -606,7 +606,7 @@ func report(o Options, rs []*result) {
 	}
 	header := fmt.Sprintf("%-30s", "")
 	for _, c := range cols {
-		header += fmt.Sprintf(" %18s", c)
+		header += fmt.Sprintf(" %22s", c)
 	}
 	if len(rs) == 2 {
 		header += fmt.Sprintf(" %11s", rs[0].tool+"/"+rs[1].tool)
@@ -654,7 +654,7 @@ func report(o Options, rs []*result) {
 		}
 		return strconv.Itoa(r.fullReads)
 	}, nil)
-	say("(ratio column: %s / %s, lower is better for every ratio shown)", cols[0], cols[len(cols)-1])
+	say("(ratio column: %s / %s, lower is better; for lag rows it is the ratio of the p99s)", cols[0], cols[len(cols)-1])
 }
 
 // tailBuffer keeps a child's output (bounded: the last 1 MB).
