@@ -141,10 +141,16 @@ func Run(ctx context.Context, o Options) error {
 		results = append(results, r)
 	}
 	report(o, results)
+	// sluice promises every commit before SIGTERM is shipped: fail if not.
+	// The reference's losses are reported, not failed on.
 	for _, r := range results {
-		if r.missing > 0 || r.exitErr != nil {
+		if r.missing == 0 && r.exitErr == nil {
+			continue
+		}
+		if r.tool == "sluice" {
 			return fmt.Errorf("%s: %d commits made before SIGTERM are missing from the bucket after exit (exit: %v)", r.tool, r.missing, r.exitErr)
 		}
+		say("%s: %d commits made before SIGTERM are missing from the bucket after exit (exit: %v)", r.tool, r.missing, r.exitErr)
 	}
 	return nil
 }
