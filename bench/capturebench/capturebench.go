@@ -85,6 +85,7 @@ type result struct {
 	peakRSS    int64 // bytes (getrusage ru_maxrss of the replicator)
 	cpu        time.Duration
 	stop       time.Duration // SIGTERM to exit
+	longest    time.Duration // the writer's longest commit
 	windows    []window
 	missing    int64 // commits before SIGTERM not in the bucket after exit
 	objects    int
@@ -295,6 +296,7 @@ func measure(ctx context.Context, o Options, m *minioproc.Server, tool, path str
 	mon.poll(ctx) // everything shipped before exit
 	r := &result{tool: tool, commits: lastBefore, walPeak: walPeak.Load(), stop: stop, exitErr: exitErr, logTail: logs.tail(3000)}
 	r.walBytes = w.walBytes(lastBefore)
+	r.longest = w.longest // the writer has stopped: no race
 	r.writerRate = float64(lastBefore) / sigAt.Sub(start).Seconds()
 	if st, err := os.Stat(path); err == nil {
 		r.dbBytes = st.Size()
@@ -324,7 +326,8 @@ type writer struct {
 	clockPgno uint32
 	pageSize  int64
 
-	committed atomic.Int64 // sequence number of the last commit
+	committed atomic.Int64  // sequence number of the last commit
+	longest   time.Duration // longest time one commit took (the writer's worst stall)
 	mu        sync.Mutex
 	at        []time.Duration // at[s-1]: when commit s returned, since start
 	frames    []int64         // frames[s-1]: WAL frames written up to commit s
@@ -382,25 +385,47 @@ func (w *writer) run(ctx context.Context, start time.Time) error {
 	var frames int64
 	var lastMx uint32
 	var lastSalt uint64
-	for seq := int64(1); ctx.Err() == nil; seq++ {
+	// tx runs one transaction; a busy error (a replicator holding the write
+	// lock past the busy timeout) rolls back, and the caller tries again.
+	tx := func(seq int64) error {
 		if err := sqlitex.ExecuteTransient(w.conn, "BEGIN IMMEDIATE", nil); err != nil {
 			return err
 		}
-		for i := 0; i < w.o.RowsPerTx; i++ {
-			ins.BindInt64(1, int64(w.o.RowBytes))
-			if _, err := ins.Step(); err != nil {
+		err := func() error {
+			for i := 0; i < w.o.RowsPerTx; i++ {
+				ins.BindInt64(1, int64(w.o.RowBytes))
+				_, err := ins.Step()
+				ins.Reset()
+				if err != nil {
+					return err
+				}
+			}
+			clock.BindText(1, fmt.Sprintf("SEQ:%016d:QES", seq))
+			_, err := clock.Step()
+			clock.Reset()
+			if err != nil {
 				return err
 			}
-			ins.Reset()
+			return sqlitex.ExecuteTransient(w.conn, "COMMIT", nil)
+		}()
+		if err != nil && !w.conn.AutocommitEnabled() {
+			_ = sqlitex.ExecuteTransient(w.conn, "ROLLBACK", nil)
 		}
-		clock.BindText(1, fmt.Sprintf("SEQ:%016d:QES", seq))
-		if _, err := clock.Step(); err != nil {
-			return err
+		return err
+	}
+	for seq := int64(1); ctx.Err() == nil; seq++ {
+		began := time.Now()
+		for {
+			err := tx(seq)
+			if err == nil {
+				break
+			} else if ctx.Err() != nil {
+				return nil // stopped while waiting: this commit does not count
+			} else if sqlite.ErrCode(err).ToPrimary() != sqlite.ResultBusy {
+				return err
+			}
 		}
-		clock.Reset()
-		if err := sqlitex.ExecuteTransient(w.conn, "COMMIT", nil); err != nil {
-			return err
-		}
+		w.longest = max(w.longest, time.Since(began))
 		now := time.Since(start)
 		// WAL written: the wal-index's mxFrame grows with each commit and
 		// starts again from 0 when the log restarts (new salts).
@@ -651,6 +676,8 @@ func report(o Options, rs []*result) {
 			}, func(r *result) float64 { w, _ := p(r); return w.p99.Seconds() })
 		}
 	}
+	row("writer's longest commit", func(r *result) string { return fmt.Sprintf("%.0f ms", float64(r.longest)/1e6) },
+		func(r *result) float64 { return r.longest.Seconds() })
 	row("SIGTERM to exit", func(r *result) string { return fmt.Sprintf("%.2f s", r.stop.Seconds()) }, func(r *result) float64 { return r.stop.Seconds() })
 	row("missing after exit", func(r *result) string { return strconv.FormatInt(r.missing, 10) }, nil)
 	row("level-0 files seen", func(r *result) string { return strconv.Itoa(r.objects) }, nil)
