@@ -204,7 +204,7 @@ func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compa
 	return nil
 }
 
-// flushTimeout bounds the shutdown compaction: exit comes within about a
+// flushTimeout bounds the shutdown compaction: exit comes within half a
 // second of the final upload (Cloud Run allows 10 s after SIGTERM, and a
 // replica left uncompacted is complete; restores only read more files).
-const flushTimeout = time.Second
+const flushTimeout = 500 * time.Millisecond
