@@ -8,7 +8,7 @@ export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 # Packages on the write path run under the race detector.
 RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/...
 
-.PHONY: build sluice run test deps lint unit bench-restore bench-serve clean
+.PHONY: build sluice run test deps lint unit bench-restore bench-serve bench-capture clean
 
 build: sluice
 	$(GO) build -o bin/sluice-peerapp ./bench/peers/peerapp
@@ -43,6 +43,11 @@ bench-restore: sluice
 ## bench-serve: seed 001's load against sluice serve, the ceiling and the seed-001 stack.
 bench-serve: build
 	./$(BIN) bench serve
+
+## bench-capture: a writer flat out, sluice replicate beside Litestream, 60 s then 180 s.
+bench-capture: sluice
+	./$(BIN) bench capture -duration 60s
+	./$(BIN) bench capture -duration 180s
 
 clean:
 	rm -rf bin

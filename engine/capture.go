@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -65,9 +67,10 @@ func (db *DB) capture() error {
 	if err != nil {
 		return db.resync(err.Error())
 	}
-	pages := map[uint32][]byte{} // newest committed version of each page
+	// Only each page's newest committed frame offset is kept, never page
+	// bytes: memory does not depend on how much the log holds.
 	offsets := map[uint32]int64{}
-	txPages, txOffsets := map[uint32][]byte{}, map[uint32]int64{}
+	txOffsets := map[uint32]int64{}
 	var commit uint32
 	for {
 		f, err := r.Next()
@@ -77,13 +80,12 @@ func (db *DB) capture() error {
 			db.resyncWhy = "WAL read error"
 			return fmt.Errorf("read WAL %s: %w", db.walPath, err)
 		}
-		txPages[f.Pgno] = append([]byte(nil), f.Data...)
+		db.stats.frames.Add(1)
 		txOffsets[f.Pgno] = f.Offset
 		if f.Commit != 0 {
-			for p, d := range txPages {
-				pages[p], offsets[p] = d, txOffsets[p]
+			for p, off := range txOffsets {
+				offsets[p] = off
 			}
-			clear(txPages)
 			clear(txOffsets)
 			commit = f.Commit
 		}
@@ -109,35 +111,20 @@ func (db *DB) capture() error {
 	}
 	db.brokenAt = nil
 
-	oldIndex := db.walIndex
-	if newGen {
-		oldIndex = map[uint32]int64{}
-	}
-	// Pages the database grew by without a frame of their own (the lock page
-	// aside, SQLite normally writes them all) come from the older frames of
-	// this log or from the DB file.
+	// The pages to ship: every page this capture saw a frame of, plus the
+	// pages the database grew by without a frame of their own (the lock page
+	// aside, SQLite normally writes them all), which come from older frames
+	// of this log or from the DB file.
 	lock := ltx.LockPgno(db.pageSize)
-	ship := map[uint32][]byte{}
-	for p, d := range pages {
+	ship := make([]uint32, 0, len(offsets))
+	for p := range offsets {
 		if p <= commit && p != lock {
-			ship[p] = d
+			ship = append(ship, p)
 		}
-	}
-	var v *view
-	readOld := func(pgno uint32) ([]byte, error) {
-		if v == nil {
-			v = &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: oldIndex, cur: db.wcur}
-		}
-		buf := make([]byte, db.pageSize)
-		return buf, v.readPage(pgno, buf)
 	}
 	for p := db.commit + 1; p <= commit; p++ {
-		if _, ok := ship[p]; !ok && p != lock {
-			d, err := readOld(p)
-			if err != nil {
-				return err
-			}
-			ship[p] = d
+		if _, ok := offsets[p]; !ok && p != lock {
+			ship = append(ship, p)
 		}
 	}
 	if len(ship) == 0 && commit == db.commit {
@@ -146,33 +133,56 @@ func (db *DB) capture() error {
 		return nil
 	}
 	if len(ship) == 0 { // a pure shrink still needs one page in the file
-		d, err := readOld(1)
-		if err != nil {
-			return err
-		}
-		ship[1] = d
+		ship = append(ship, 1)
+	}
+	slices.Sort(ship)
+
+	// One view reads every page: this capture's frames, then the frames
+	// captured before in the same generation, then the DB file. readPage
+	// checks each frame's salts after reading it, so a log restarted under a
+	// read-mark-0 reader is noticed and the page (by then in the DB file, see
+	// the DB doc comment) read from there.
+	v := &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: offsets, cur: end}
+	if !newGen {
+		v.older = db.walIndex
 	}
 
 	x := db.xor
-	newSums := make(map[uint32]ltx.Checksum, len(ship))
+	newSums := make([]ltx.Checksum, len(ship))
 	h := ltx.NewHasher()
-	for p, d := range ship {
-		c := ltx.ChecksumPageWithHasher(h, p, d)
+	src := func(yield func(uint32, []byte) error) error {
+		buf := make([]byte, db.pageSize)
+		for i, p := range ship {
+			if err := v.readPage(p, buf); err != nil {
+				return err
+			}
+			newSums[i] = ltx.ChecksumPageWithHasher(h, p, buf)
+			if err := yield(p, buf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	txid := db.txid + 1
+	data := newSpool(filepath.Dir(db.path), db.path)
+	n, err := encodeLTX(data, db.pageSize, commit, txid, src)
+	if err == nil {
+		err = data.finish()
+	}
+	if err != nil {
+		data.close()
+		return fmt.Errorf("database %s: %w", db.path, err)
+	}
+	for i, p := range ship {
 		if p <= db.commit {
 			x ^= db.checksums[p-1]
 		}
-		x ^= c
-		newSums[p] = c
+		x ^= newSums[i]
 	}
 	for p := commit + 1; p <= db.commit; p++ {
 		x ^= db.checksums[p-1]
 	}
-	pre, post := ltx.ChecksumFlag|db.xor, ltx.ChecksumFlag|x
-	txid := db.txid + 1
-	data, n, err := encodeLTX(db.pageSize, commit, txid, pre, post, mapSource(ship))
-	if err != nil {
-		return fmt.Errorf("database %s: %w", db.path, err)
-	}
+	post := ltx.ChecksumFlag | x
 
 	if commit < db.commit {
 		db.checksums = db.checksums[:commit]
@@ -180,12 +190,13 @@ func (db *DB) capture() error {
 	for uint32(len(db.checksums)) < commit {
 		db.checksums = append(db.checksums, 0)
 	}
-	for p, c := range newSums {
-		db.checksums[p-1] = c
+	for i, p := range ship {
+		db.checksums[p-1] = newSums[i]
 	}
 	db.commit, db.xor, db.txid = commit, x, txid
 	db.advance(end, newGen, offsets)
 	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	db.stats.captures.Add(1)
 	return nil
 }
 
@@ -205,6 +216,7 @@ func (db *DB) advance(end cursor, newGen bool, offsets map[uint32]int64) {
 // happened to the log; it only costs a full read.
 func (db *DB) resync(reason string) error {
 	db.log.Warn("resynchronising by full read", "reason", reason)
+	db.stats.fullReads.Add(1)
 	v, closeFiles, err := db.openView()
 	if err != nil {
 		db.resyncWhy = reason
@@ -280,8 +292,13 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 		}
 		return nil
 	}
-	data, n, err := encodeLTX(v.pageSize, v.commit, txid, pre.PostApplyChecksum, post, src)
+	data := newSpool(filepath.Dir(db.path), db.path)
+	n, err := encodeLTX(data, v.pageSize, v.commit, txid, src)
+	if err == nil {
+		err = data.finish()
+	}
 	if err != nil {
+		data.close()
 		return fmt.Errorf("database %s: %w", db.path, err)
 	}
 	db.adopt(v, sums, txid)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
@@ -76,6 +77,8 @@ type DB struct {
 	posFile positionFile            // <db>-sluice, rewritten after each upload
 	fenced  error
 	closed  bool
+
+	stats statCounters
 }
 
 // Open starts capturing the database at path into store. The database file
@@ -256,8 +259,12 @@ func (db *DB) openView() (*view, func(), error) {
 // old one: never a moment without one (see the DB doc comment).
 func (db *DB) rotateRead(ctx context.Context) error {
 	next := 1 - db.cur
+	start := time.Now()
 	if err := beginRead(ctx, db.readers[next]); err != nil {
 		return fmt.Errorf("begin a read transaction on %s: %w", db.path, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		db.log.Warn("beginning a read transaction was slow", "took", d)
 	}
 	if db.reading {
 		if err := endTx(db.readers[db.cur]); err != nil {
@@ -327,8 +334,12 @@ func (db *DB) syncLocked(ctx context.Context) error {
 	if err := db.rotateRead(ctx); err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := db.capture(); err != nil {
 		return err
+	}
+	if d := time.Since(start); d > time.Second {
+		db.log.Warn("capture was slow", "took", d)
 	}
 	return db.upload(ctx)
 }
@@ -380,6 +391,7 @@ func (db *DB) Close(ctx context.Context) error {
 		err = db.syncLocked(ctx)
 	}
 	db.closeConns()
+	db.dropPending()
 	db.closed = true
 	return err
 }

@@ -63,7 +63,9 @@ type view struct {
 	pageSize uint32
 	commit   uint32
 	index    map[uint32]int64 // pgno -> offset of its newest committed frame
+	older    map[uint32]int64 // consulted for pages index lacks (same WAL generation); may be nil
 	cur      cursor           // end of the committed WAL
+	fh       [wal.FrameHeaderSize]byte
 }
 
 // openView scans the whole WAL from its first frame. walFile may be nil.
@@ -129,7 +131,11 @@ func openView(dbFile, walFile *os.File, committed io.ReaderAt) (*view, error) {
 // readPage reads page pgno into buf (len pageSize). Pages past the end of the
 // DB file read as zeros (SQLite treats them the same way).
 func (v *view) readPage(pgno uint32, buf []byte) error {
-	if off, ok := v.index[pgno]; ok {
+	off, ok := v.index[pgno]
+	if !ok && v.older != nil {
+		off, ok = v.older[pgno]
+	}
+	if ok {
 		if _, err := v.walFile.ReadAt(buf, off+wal.FrameHeaderSize); err != nil {
 			return fmt.Errorf("read page %d from WAL %s at %d: %w", pgno, v.walFile.Name(), off, err)
 		}
@@ -137,7 +143,7 @@ func (v *view) readPage(pgno uint32, buf []byte) error {
 		// before its page, so old salts seen now mean the page read was not
 		// overwritten. New salts mean the log was restarted, which SQLite only
 		// does once every frame is in the DB file: read it from there.
-		fh := make([]byte, wal.FrameHeaderSize)
+		fh := v.fh[:]
 		if _, err := v.walFile.ReadAt(fh, off); err != nil {
 			return fmt.Errorf("read frame header of page %d from WAL %s at %d: %w", pgno, v.walFile.Name(), off, err)
 		}

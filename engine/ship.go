@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -15,11 +14,12 @@ import (
 )
 
 // pendingFile is an encoded LTX file captured but not yet accepted by the
-// store. Keeping the bytes means a failed upload is retried with exactly the
-// same content and TXID, and that captured frames never need the WAL again.
+// store. Keeping the bytes (in a spool: memory up to a bound, then a temporary
+// file) means a failed upload is retried with exactly the same content and
+// TXID, and that captured frames never need the WAL again.
 type pendingFile struct {
 	txid  ltx.TXID
-	data  []byte
+	data  *spool
 	post  ltx.Pos
 	pages int
 	// uncertain is set when an attempt failed in a way that may still have
@@ -30,16 +30,14 @@ type pendingFile struct {
 // pageSource yields the pages of one LTX file in ascending pgno order.
 type pageSource func(yield func(pgno uint32, data []byte) error) error
 
-// encodeLTX builds one LTX file holding TXID txid.
-func encodeLTX(pageSize, commit uint32, txid ltx.TXID, pre, post ltx.Checksum, pages pageSource) ([]byte, int, error) {
-	var buf bytes.Buffer
-	enc, err := ltx.NewEncoder(&buf)
+// encodeLTX writes one LTX file holding TXID txid to w, page by page.
+// No rolling checksums go in the file (see state.go): Litestream 0.5.17's
+// restore refuses files that carry them, so the caller keeps them.
+func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSource) (int, error) {
+	enc, err := ltx.NewEncoder(w)
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	// No rolling checksums in the file (see state.go): Litestream 0.5.17's
-	// restore refuses files that carry them. pre and post stay in memory.
-	_ = pre
 	hdr := ltx.Header{
 		Version:   ltx.Version,
 		Flags:     ltx.HeaderFlagNoChecksum,
@@ -50,7 +48,7 @@ func encodeLTX(pageSize, commit uint32, txid ltx.TXID, pre, post ltx.Checksum, p
 		Timestamp: time.Now().UnixMilli(),
 	}
 	if err := enc.EncodeHeader(hdr); err != nil {
-		return nil, 0, fmt.Errorf("encode LTX header of TXID %s: %w", txid, err)
+		return 0, fmt.Errorf("encode LTX header of TXID %s: %w", txid, err)
 	}
 	n := 0
 	err = pages(func(pgno uint32, data []byte) error {
@@ -58,30 +56,12 @@ func encodeLTX(pageSize, commit uint32, txid ltx.TXID, pre, post ltx.Checksum, p
 		return enc.EncodePage(ltx.PageHeader{Pgno: pgno}, data)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode LTX pages of TXID %s: %w", txid, err)
+		return 0, fmt.Errorf("encode LTX pages of TXID %s: %w", txid, err)
 	}
-	_ = post
 	if err := enc.Close(); err != nil {
-		return nil, 0, fmt.Errorf("encode LTX file of TXID %s: %w", txid, err)
+		return 0, fmt.Errorf("encode LTX file of TXID %s: %w", txid, err)
 	}
-	return buf.Bytes(), n, nil
-}
-
-// mapSource yields the pages of a map in ascending order.
-func mapSource(pages map[uint32][]byte) pageSource {
-	return func(yield func(uint32, []byte) error) error {
-		pgnos := make([]uint32, 0, len(pages))
-		for p := range pages {
-			pgnos = append(pgnos, p)
-		}
-		sort.Slice(pgnos, func(i, j int) bool { return pgnos[i] < pgnos[j] })
-		for _, p := range pgnos {
-			if err := yield(p, pages[p]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	return n, nil
 }
 
 // uploadAttempts is how many times one upload call tries the pending file
@@ -128,13 +108,13 @@ func (db *DB) upload(ctx context.Context) error {
 			err = fmt.Errorf("%s exists after an uncertain attempt and cannot be read back: %w", replica.LTXKey(0, p.txid, p.txid), cerr)
 		case ours:
 			err = nil
-			f = replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: int64(len(p.data)), Key: replica.LTXKey(0, p.txid, p.txid)}
+			f = replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: p.data.size, Key: replica.LTXKey(0, p.txid, p.txid)}
 		}
 	}
 	if errors.Is(err, replica.ErrExists) {
 		db.fenced = fmt.Errorf("%w: database %s, TXID %s: %v; stop this writer and restore from the replica before writing again",
 			ErrFenced, db.path, p.txid, err)
-		db.pending = nil
+		db.dropPending()
 		db.log.Error("replica fenced: another writer shipped the same TXID; this database stops shipping",
 			"replica", db.store.String(), "txid", p.txid.String())
 		return db.fenced
@@ -143,12 +123,12 @@ func (db *DB) upload(ctx context.Context) error {
 		db.log.Warn("upload failed; will retry the same TXID", "txid", p.txid.String(), "err", err)
 		return fmt.Errorf("ship TXID %s of %s (will retry): %w", p.txid, db.path, err)
 	}
-	db.pending = nil
+	db.dropPending()
 	db.setPos(p.post)
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
-	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", len(p.data))
+	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size)
 	if db.opts.OnShip != nil {
 		db.opts.OnShip(f)
 	}
@@ -160,13 +140,13 @@ func (db *DB) uploadOnce(ctx context.Context, p *pendingFile) (replica.LTXFile, 
 	ctx, wd, stop := replica.WithWatchdog(ctx, db.opts.UploadStall)
 	defer stop()
 	key := replica.LTXKey(0, p.txid, p.txid)
-	_, err := db.store.PutIfAbsent(ctx, key, wd.Reader(bytes.NewReader(p.data)), int64(len(p.data)))
+	_, err := db.store.PutIfAbsent(ctx, key, wd.Reader(p.data.reader()), p.data.size)
 	if errors.Is(err, replica.ErrExists) {
 		return replica.LTXFile{}, fmt.Errorf("%s in %s is already taken by another writer: %w", key, db.store, err)
 	} else if err != nil {
 		return replica.LTXFile{}, fmt.Errorf("upload %s to %s: %w", key, db.store, replica.Stalled(ctx, err))
 	}
-	return replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: int64(len(p.data)), Key: key}, nil
+	return replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: p.data.size, Key: key}, nil
 }
 
 // storedIsOurs reports whether the object at p's key holds exactly p's bytes.
@@ -181,9 +161,38 @@ func (db *DB) storedIsOurs(ctx context.Context, p *pendingFile) (bool, error) {
 		return false, replica.Stalled(ctx, err)
 	}
 	defer rc.Close()
-	got, err := io.ReadAll(io.LimitReader(wd.Reader(rc), int64(len(p.data))+1))
-	if err != nil {
-		return false, replica.Stalled(ctx, err)
+	same, err := sameBytes(wd.Reader(rc), p.data.reader())
+	return same, replica.Stalled(ctx, err)
+}
+
+// sameBytes compares the stored object a with the spooled file b in bounded
+// memory. An error reading a means the answer is unknown.
+func sameBytes(a, b io.Reader) (bool, error) {
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(a, ba)
+		aEnd := ea == io.EOF || ea == io.ErrUnexpectedEOF
+		if ea != nil && !aEnd {
+			return false, ea
+		}
+		nb, eb := io.ReadFull(b, bb)
+		bEnd := eb == io.EOF || eb == io.ErrUnexpectedEOF
+		if eb != nil && !bEnd {
+			return false, eb
+		}
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) || aEnd != bEnd {
+			return false, nil
+		}
+		if aEnd {
+			return true, nil
+		}
 	}
-	return bytes.Equal(got, p.data), nil
+}
+
+// dropPending forgets the pending file and releases what holds its bytes.
+func (db *DB) dropPending() {
+	if db.pending != nil {
+		db.pending.data.close()
+		db.pending = nil
+	}
 }

@@ -48,8 +48,15 @@ type Reader struct {
 
 	off  int64    // offset of the next frame
 	sum  Checksum // running checksum after the frame before off
-	buf  []byte
 	stop StopReason
+
+	// Frames are read ahead, several per system call: a capture under a
+	// busy writer reads tens of thousands of frames a second. The buffer
+	// starts at one frame and doubles up to maxReadAhead frames, so short
+	// reads stay cheap.
+	buf    []byte
+	bufOff int64 // file offset of buf[0]
+	bufLen int   // valid bytes in buf
 
 	commitOff int64 // offset just past the last commit frame returned
 	commitSum Checksum
@@ -65,7 +72,6 @@ func NewReader(r io.ReaderAt, hdr Header, offset int64, sum Checksum) (*Reader, 
 	}
 	return &Reader{
 		r: r, hdr: hdr, off: offset, sum: sum,
-		buf:       make([]byte, hdr.FrameSize()),
 		commitOff: offset, commitSum: sum,
 	}, nil
 }
@@ -76,22 +82,21 @@ func (r *Reader) Next() (Frame, error) {
 	if r.stop != StopNone {
 		return Frame{}, io.EOF
 	}
-	n, err := r.r.ReadAt(r.buf, r.off)
-	if n < len(r.buf) {
-		if err == nil || errors.Is(err, io.EOF) {
-			r.stop = StopEOF
-			return Frame{}, io.EOF
+	size := r.hdr.FrameSize()
+	if r.off < r.bufOff || r.off+size > r.bufOff+int64(r.bufLen) {
+		if err := r.fill(); err != nil {
+			return Frame{}, err
 		}
-		return Frame{}, fmt.Errorf("read WAL frame at offset %d: %w", r.off, err)
 	}
+	frame := r.buf[r.off-r.bufOff : r.off-r.bufOff+size]
 	be := binary.BigEndian
-	fh := r.buf[:FrameHeaderSize]
+	fh := frame[:FrameHeaderSize]
 	if be.Uint32(fh[8:]) != r.hdr.Salt1 || be.Uint32(fh[12:]) != r.hdr.Salt2 {
 		r.stop = StopSalt
 		return Frame{}, io.EOF
 	}
 	sum := Sum(r.hdr.BigEndian(), r.sum, fh[:8])
-	sum = Sum(r.hdr.BigEndian(), sum, r.buf[FrameHeaderSize:])
+	sum = Sum(r.hdr.BigEndian(), sum, frame[FrameHeaderSize:])
 	if sum != (Checksum{be.Uint32(fh[16:]), be.Uint32(fh[20:])}) {
 		r.stop = StopChecksum
 		return Frame{}, io.EOF
@@ -100,7 +105,7 @@ func (r *Reader) Next() (Frame, error) {
 		Offset: r.off,
 		Pgno:   be.Uint32(fh[0:]),
 		Commit: be.Uint32(fh[4:]),
-		Data:   r.buf[FrameHeaderSize:],
+		Data:   frame[FrameHeaderSize:],
 	}
 	if f.Pgno == 0 {
 		// SQLite never writes page 0; treat it like a broken chain.
@@ -108,11 +113,34 @@ func (r *Reader) Next() (Frame, error) {
 		return Frame{}, io.EOF
 	}
 	r.sum = sum
-	r.off += int64(len(r.buf))
+	r.off += size
 	if f.Commit != 0 {
 		r.commitOff, r.commitSum, r.commit = r.off, sum, f.Commit
 	}
 	return f, nil
+}
+
+// maxReadAhead is the most frames one read fetches.
+const maxReadAhead = 64
+
+// fill reads frames from r.off into the buffer; io.EOF (with StopEOF) when
+// not even one whole frame is left.
+func (r *Reader) fill() error {
+	size := r.hdr.FrameSize()
+	if want := min(max(2*len(r.buf), int(size)), maxReadAhead*int(size)); want > len(r.buf) {
+		r.buf = make([]byte, want)
+	}
+	n, err := r.r.ReadAt(r.buf, r.off)
+	r.bufOff, r.bufLen = r.off, n
+	if int64(n) < size {
+		r.bufLen = 0
+		if err == nil || errors.Is(err, io.EOF) {
+			r.stop = StopEOF
+			return io.EOF
+		}
+		return fmt.Errorf("read WAL frame at offset %d: %w", r.off, err)
+	}
+	return nil
 }
 
 // Stopped says why Next returned io.EOF (StopNone while frames remain).

@@ -30,6 +30,7 @@ Subcommands:
   compare SCENARIO   one scenario against sluice sync/async/local, the seed-001 stack, MariaDB and a file
   serve              seed 001's load against sluice serve, a trivial handler and the seed-001 stack
   restore            seed 001's database restored by sluice and by Litestream, beside one plain download
+  capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
   list REPLICA_URL   LIST latency against object count (seed 003)
 

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// spoolMemory is how much of an encoded LTX file is kept in memory; the rest
+// goes to a temporary file. A burst of writes, a first snapshot or a resync
+// of a large database then costs disk, not RAM, and the usual small file
+// costs no file at all.
+const spoolMemory = 4 << 20
+
+// spoolChunk is the largest memory chunk (and the file's write buffer).
+const spoolChunk = 256 << 10
+
+// spool holds one encoded LTX file until the store has accepted it (a retry
+// sends exactly the same bytes). It is written once, then read any number
+// of times.
+type spool struct {
+	dir, name string
+	mem       [][]byte // fixed-size chunks: growing one slice would copy it over and over
+	f         *os.File // unlinked at once: nothing is left behind by a crash
+	w         *bufio.Writer
+	size      int64
+}
+
+// newSpool keeps its overflow file in dir (the database's directory: the
+// system temp directory may be a RAM-backed tmpfs).
+func newSpool(dir, name string) *spool { return &spool{dir: dir, name: name} }
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.f == nil && s.size+int64(len(p)) <= spoolMemory {
+		for rest := p; len(rest) > 0; {
+			if len(s.mem) == 0 || len(s.mem[len(s.mem)-1]) == cap(s.mem[len(s.mem)-1]) {
+				// Chunks double from 4 KiB: a server's small commits stay cheap.
+				c := 4 << 10
+				if len(s.mem) > 0 {
+					c = min(spoolChunk, 2*cap(s.mem[len(s.mem)-1]))
+				}
+				s.mem = append(s.mem, make([]byte, 0, c))
+			}
+			last := &s.mem[len(s.mem)-1]
+			k := min(len(rest), cap(*last)-len(*last))
+			*last = append(*last, rest[:k]...)
+			rest = rest[k:]
+		}
+		s.size += int64(len(p))
+		return len(p), nil
+	}
+	if s.f == nil {
+		f, err := os.CreateTemp(s.dir, "."+filepath.Base(s.name)+"-sluice-spool-*")
+		if err != nil {
+			return 0, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+		}
+		_ = os.Remove(f.Name())
+		s.f, s.w = f, bufio.NewWriterSize(f, spoolChunk)
+		for _, c := range s.mem {
+			if _, err := s.w.Write(c); err != nil {
+				return 0, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+			}
+		}
+		s.mem = nil
+	}
+	n, err := s.w.Write(p)
+	s.size += int64(n)
+	if err != nil {
+		return n, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+	}
+	return n, nil
+}
+
+// finish flushes what is buffered; the spool is then read-only.
+func (s *spool) finish() error {
+	if s.w == nil {
+		return nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+	}
+	s.w = nil
+	return nil
+}
+
+func (s *spool) ReadAt(p []byte, off int64) (int, error) {
+	if s.f != nil {
+		return s.f.ReadAt(p, off)
+	}
+	n := 0
+	for _, c := range s.mem {
+		if n == len(p) {
+			break
+		}
+		if off >= int64(len(c)) {
+			off -= int64(len(c))
+			continue
+		}
+		n += copy(p[n:], c[off:])
+		off = 0
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// reader reads the whole file from its start; each call gets its own.
+func (s *spool) reader() *io.SectionReader { return io.NewSectionReader(s, 0, s.size) }
+
+// close releases the memory or the temporary file.
+func (s *spool) close() {
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+	s.mem, s.w = nil, nil
+}
