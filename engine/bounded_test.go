@@ -103,7 +103,11 @@ func TestSpoolSpillsToDiskAndReadsBack(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("the spool file is visible in %s: %v", s.dir, entries[0].Name())
 	}
-	if !sameBytes(s.reader(), bytes.NewReader(want)) || sameBytes(s.reader(), bytes.NewReader(want[1:])) {
+	same, err = sameBytes(s.reader(), bytes.NewReader(want))
+	must(t, err)
+	shifted, err := sameBytes(s.reader(), bytes.NewReader(want[1:]))
+	must(t, err)
+	if !same || shifted {
 		t.Fatal("spool content differs from what was written")
 	}
 }
