@@ -57,6 +57,17 @@ func (s *Server) Stop() {
 	}
 }
 
+// Pid is the process id of the target's server (its first process).
+func (s *Server) Pid() int { return s.procs[0].cmd.Process.Pid }
+
+// Terminate sends SIGTERM to the server process alone and returns how long it
+// took to exit; after grace it is killed and the error says so.
+func (s *Server) Terminate(grace time.Duration) (time.Duration, error) {
+	start := time.Now()
+	err := s.procs[0].Stop(grace)
+	return time.Since(start), err
+}
+
 // Logs are the recent output of the target's processes, for errors.
 func (s *Server) Logs() string {
 	var b strings.Builder
