@@ -21,10 +21,11 @@ type loadResult struct {
 
 // drive runs the load and, beside it, the sampler that turns each of the
 // load's windows into a table row.
-func drive(ctx context.Context, o Options, base string, names []string, pid, storePort int, root string) (loadResult, *sampler, error) {
+func drive(ctx context.Context, o Options, g *rig) (loadResult, *sampler, error) {
+	names := g.names
 	urls := make([]string, len(names))
 	for i, n := range names {
-		urls[i] = base + "/v1/databases/" + url.PathEscape(n) + "/query"
+		urls[i] = g.srv.URL + "/v1/databases/" + url.PathEscape(n) + "/query"
 	}
 	a := newAcks(o.Connections)
 	results := []byte(`{"results"`)
@@ -42,11 +43,11 @@ func drive(ctx context.Context, o Options, base string, names []string, pid, sto
 		return r
 	}
 
-	base0, err := scanMinIO(root)
+	base0, err := scanMinIO(g.root)
 	if err != nil {
 		return loadResult{}, nil, err
 	}
-	s := &sampler{pid: pid, storePort: storePort, root: root, out: o.Out, window: o.Window,
+	s := &sampler{pid: g.srv.Pid(), storePort: g.minioPort, root: g.root, out: o.Out, window: o.Window,
 		lastTXID: base0.MaxTXID, compacted: map[string]bool{}, events: make(chan load.Second, 4096), done: make(chan struct{})}
 	s.header()
 	go s.run()
