@@ -168,7 +168,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		return rep, fmt.Errorf("%w: %s", ErrFailed, rep.Failures[0])
 	}
-	fmt.Fprintln(o.Out, "\nPASS: every window acknowledged writes, every resource stayed bounded, every acknowledged write was restored")
+	judged := 0
+	for _, v := range rep.Verdicts {
+		if v.Judged {
+			judged++
+		}
+	}
+	fmt.Fprintf(o.Out, "\nPASS: every window acknowledged writes, the %d of %d resources judged stayed bounded, every acknowledged write was restored\n",
+		judged, len(rep.Verdicts))
 	return rep, nil
 }
 
