@@ -54,6 +54,9 @@ func startRig(ctx context.Context, o Options) (g *rig, err error) {
 		return g, fmt.Errorf("MinIO endpoint %s: %w", g.minio.Endpoint, err)
 	}
 	env := &targets.Env{Sluice: o.Sluice, Dir: o.WorkDir, MinIO: g.minio, Bucket: bucket}
+	if o.ServeConfig != "" {
+		env.ServeArgs = []string{"-config", o.ServeConfig}
+	}
 	if g.srv, err = env.StartSluice(ctx, "sync"); err != nil {
 		return g, err
 	}

@@ -38,6 +38,7 @@ type Options struct {
 	Warmup      time.Duration // left out of the growth rules (default 1m)
 	WorkDir     string        // default: a temp dir, removed afterwards
 	JSON        string        // write the report here too
+	ServeConfig string        // sluice serve -config FILE (tuning under test)
 	Out         io.Writer
 }
 
@@ -125,6 +126,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer g.close()
 
 	l1 := compact.DefaultLevels[0].Interval
+	if o.ServeConfig != "" {
+		fmt.Fprintf(o.Out, "sluice serve -config %s\n", o.ServeConfig)
+	}
 	fmt.Fprintf(o.Out, "sluice bench soak: %s of single-row inserts, %d connections, %d database(s), sluice serve -durability sync -> MinIO (%s)\n",
 		fmtDur(o.Duration), o.Connections, o.Databases, g.srv.Replica)
 	fmt.Fprintf(o.Out, "compaction: level 1 every %s, level 2 every %s (crossed about %d times); level-0 files kept %s after compaction\n",

@@ -26,7 +26,9 @@ type Env struct {
 	// ReplicaRoot, if set, is where sluice targets replicate instead (each
 	// target gets a sub-path).
 	ReplicaRoot string
-	seq         atomic.Int64
+	// ServeArgs are extra flags for every sluice serve (e.g. -config FILE).
+	ServeArgs []string
+	seq       atomic.Int64
 }
 
 // Server is one running target.
@@ -147,6 +149,7 @@ func (e *Env) StartSluice(ctx context.Context, durability string) (*Server, erro
 			return err
 		}
 	}
+	args = append(args, e.ServeArgs...)
 	p, err := Start("sluice serve", e.env(), nil, e.Sluice, args...)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ Flags:`)
 	fs.DurationVar(&o.Window, "window", 10*time.Second, "reporting window")
 	fs.DurationVar(&o.Warmup, "warmup", time.Minute, "left out of the growth rules")
 	fs.StringVar(&o.JSON, "json", "", "also write the report as JSON to this file")
+	fs.StringVar(&o.ServeConfig, "config", "", "sluice serve config file (YAML) to soak a tuning; the soak's own flags override its data, listen, replica and durability")
 	fs.StringVar(&o.WorkDir, "dir", "", "work directory (MinIO, server data), kept afterwards (default: a temp dir, removed)")
 	if err := fs.Parse(args); err != nil {
 		return err
