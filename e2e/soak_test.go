@@ -36,12 +36,12 @@ type soakReport struct {
 	Failures       []string `json:"failures"`
 }
 
-// soak runs `sluice bench soak` (its own MinIO and sluice serve -durability
+// runSoak runs `sluice bench soak` (its own MinIO and sluice serve -durability
 // sync) and checks what its report says beyond the exit code: every window
 // acknowledged writes, the process and backlog rules were applied, level-1
 // compaction ran several times per database, and the restored copies hold
 // every acknowledged write.
-func soak(t *testing.T, duration time.Duration, connections, databases int, warmup string, minLevel1PerDB int) {
+func runSoak(t *testing.T, duration time.Duration, connections, databases int, warmup string, minLevel1PerDB int) {
 	t.Helper()
 	report := filepath.Join(t.TempDir(), "soak.json")
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
@@ -106,11 +106,11 @@ func soak(t *testing.T, duration time.Duration, connections, databases int, warm
 // 30-second level-1 compaction six times; a merge that takes the store
 // client's connections or stalls the shipper shows up as a silent window.
 func TestSoakShort(t *testing.T) {
-	soak(t, 3*time.Minute, 20, 1, "1m", 4)
+	runSoak(t, 3*time.Minute, 20, 1, "1m", 4)
 }
 
 // The same load spread over 100 databases: 100 compactors, 100 shippers and
 // their descriptors in one server.
 func TestSoakShortManyDatabases(t *testing.T) {
-	soak(t, 2*time.Minute, 20, 100, "30s", 2)
+	runSoak(t, 2*time.Minute, 20, 100, "30s", 2)
 }
