@@ -86,7 +86,7 @@ func runSoak(t *testing.T, duration time.Duration, connections, databases int, w
 			t.Errorf("%s: %s", v.Resource, v.Detail)
 		}
 	}
-	for _, res := range []string{"RSS", "descriptors", "store connections", "level-0 backlog"} {
+	for _, res := range []string{"RSS", "descriptors", "store connections", "level-0 backlog", "level-0 backlog trend"} {
 		if !judged[res] {
 			t.Errorf("%s was not judged", res)
 		}

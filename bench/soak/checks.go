@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/sluicedb/sluice/compact"
@@ -66,7 +67,7 @@ func (r *Report) printVerdicts(out io.Writer, warmup time.Duration) {
 			status = "FAIL"
 			r.fail("%s is not bounded: %s", v.Resource, v.Detail)
 		}
-		fmt.Fprintf(out, "  %s %-18s %s\n       rule: %s\n", status, v.Resource, v.Detail, v.Rule)
+		fmt.Fprintf(out, "  %s %-21s %s\n       rule: %s\n", status, v.Resource, v.Detail, v.Rule)
 	}
 }
 
@@ -88,12 +89,18 @@ func judge(windows []Window, warmup, l1 time.Duration) []Verdict {
 		{growth{"objects", settled, 1.5, 500, 1, "", whyBucket}, func(w Window) float64 { return float64(w.Objects) }},
 		{growth{"level-0 files", settled, 1.5, 500, 1, "", whyBucket}, func(w Window) float64 { return float64(w.L0Files) }},
 	}
+	// The backlog's slack and ceiling scale with the shipping rate: a
+	// compactor that keeps up holds about one level-1 interval of it.
+	rate := medianShipping(windows, warmup)
+	backlog := func(w Window) float64 { return float64(w.L0Backlog) }
+	rules = append(rules, struct {
+		g growth
+		v func(Window) float64
+	}{growth{"level-0 backlog trend", warmup, 1.5, math.Round(rate * l1.Seconds()), 1, "",
+		fmt.Sprintf("after the warm-up; slack: %s of shipping", fmtDur(l1))}, backlog})
 	var out []Verdict
 	for _, r := range rules {
 		out = append(out, r.g.judge(windows, r.v))
 	}
-	backlog := ceiling{"level-0 backlog", warmup, 3 * l1, 100}
-	out = append(out, backlog.judge(windows, func(w Window) float64 { return float64(w.L0Backlog) },
-		func(w Window) float64 { return float64(w.Shipped) }))
-	return out
+	return append(out, ceiling{"level-0 backlog", warmup, 3 * l1, 100}.judge(windows, backlog, rate))
 }

@@ -20,7 +20,9 @@ import (
 //     exceed what Span of shipping produces (at the run's median shipping
 //     rate) + Slack. A compactor that keeps up holds about one level-1
 //     interval's worth; one that stalls falls behind by more every window,
-//     whatever the early windows looked like.
+//     whatever the early windows looked like. The backlog also gets the
+//     growth rule, its slack one level-1 interval of shipping, to catch a
+//     compactor that falls behind slowly.
 
 // growth is the rule for one resource that must plateau.
 type growth struct {
@@ -96,35 +98,47 @@ func (c ceiling) rule() string {
 		fmtDur(c.From), fmtDur(c.Span), trimFloat(c.Slack))
 }
 
-func (c ceiling) judge(windows []Window, value func(Window) float64, shipped func(Window) float64) Verdict {
+// judge checks every full window from c.From on against rate (level-0
+// files shipped per second, see medianShipping).
+func (c ceiling) judge(windows []Window, value func(Window) float64, rate float64) Verdict {
 	v := Verdict{Resource: c.Resource, Rule: c.rule()}
-	var rates []float64
-	var idx []int
 	win := windowOf(windows)
-	for i, w := range windows {
-		if !w.Partial && w.End >= c.From+win {
-			idx = append(idx, i)
-			rates = append(rates, shipped(w)/win.Seconds())
+	v.Limit = rate*c.Span.Seconds() + c.Slack
+	for _, w := range windows {
+		if w.Partial || w.End < c.From+win {
+			continue
+		}
+		v.Judged = true
+		if x := value(w); x > v.Late {
+			v.Late, v.Window = x, w.Index
 		}
 	}
-	if len(idx) == 0 {
+	if !v.Judged {
 		v.OK = true
 		v.Detail = fmt.Sprintf("not judged: no full window after %s", fmtDur(c.From))
 		return v
-	}
-	sort.Float64s(rates)
-	rate := rates[len(rates)/2]
-	v.Judged = true
-	v.Limit = rate*c.Span.Seconds() + c.Slack
-	for _, i := range idx {
-		if x := value(windows[i]); x > v.Late {
-			v.Late, v.Window = x, windows[i].Index
-		}
 	}
 	v.OK = v.Late <= v.Limit
 	v.Detail = fmt.Sprintf("median shipping %.1f files/s, highest %s (window %d), limit %s",
 		rate, trimFloat(v.Late), v.Window, trimFloat(v.Limit))
 	return v
+}
+
+// medianShipping is the median rate, in level-0 files per second, at which
+// the full windows from from on shipped.
+func medianShipping(windows []Window, from time.Duration) float64 {
+	win := windowOf(windows)
+	var rates []float64
+	for _, w := range windows {
+		if !w.Partial && w.End >= from+win {
+			rates = append(rates, float64(w.Shipped)/win.Seconds())
+		}
+	}
+	if len(rates) == 0 {
+		return 0
+	}
+	sort.Float64s(rates)
+	return rates[len(rates)/2]
 }
 
 // windowOf is the length of the run's windows (the first one's end).

@@ -50,11 +50,12 @@ func TestCeilingRule(t *testing.T) {
 	// 100 files shipped per 10-second window is 10 files/s: 90 s of it is 900, +100.
 	c := ceiling{Resource: "level-0 backlog", From: 20 * time.Second, Span: 90 * time.Second, Slack: 100}
 	backlog := func(w Window) float64 { return float64(w.L0Backlog) }
-	shipped := func(w Window) float64 { return float64(w.Shipped) }
-	if v := c.judge(windows(5000, 0, 300, 200, 100, 300, 200, 100), backlog, shipped); !v.OK || v.Limit != 1000 {
-		t.Errorf("a compactor keeping up: %+v", v)
+	keeping := windows(5000, 0, 300, 200, 100, 300, 200, 100)
+	rate := medianShipping(keeping, c.From)
+	if v := c.judge(keeping, backlog, rate); rate != 10 || !v.OK || v.Limit != 1000 {
+		t.Errorf("a compactor keeping up: rate %v, %+v", rate, v)
 	}
-	v := c.judge(windows(0, 0, 300, 600, 900, 1200), backlog, shipped)
+	v := c.judge(windows(0, 0, 300, 600, 900, 1200), backlog, rate)
 	if v.OK || v.Window != 6 {
 		t.Errorf("a stalled compactor: %+v", v)
 	}
