@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicedb/sluice/compact"
@@ -35,6 +36,32 @@ func (r *Report) checkWindows(window time.Duration) {
 			which, fmtDur(w.End-window), fmtDur(windows[j].End), errs)
 		i = j
 	}
+}
+
+// slowest describes the slowest full window beside the median one: a
+// window far below the median is a stall short of a silent window.
+func (r *Report) slowest() string {
+	var acked []int64
+	low := -1
+	for i, w := range r.Windows {
+		if w.Partial {
+			continue
+		}
+		acked = append(acked, w.Acked)
+		if low < 0 || w.Acked < r.Windows[low].Acked {
+			low = i
+		}
+	}
+	if low < 0 {
+		return "no full window"
+	}
+	slices.Sort(acked)
+	med, w := acked[len(acked)/2], r.Windows[low]
+	pct := 0.0
+	if med > 0 {
+		pct = 100 * float64(w.Acked) / float64(med)
+	}
+	return fmt.Sprintf("acknowledged writes per window: median %d, slowest %d (window %d, %.0f%% of the median)", med, w.Acked, w.Index, pct)
 }
 
 // checkRestore fails a restore that lost an acknowledged write, holds a row
@@ -89,8 +116,8 @@ func judge(windows []Window, warmup, l1 time.Duration) []Verdict {
 		{growth{"objects", settled, 1.5, 500, 1, "", whyBucket}, func(w Window) float64 { return float64(w.Objects) }},
 		{growth{"level-0 files", settled, 1.5, 500, 1, "", whyBucket}, func(w Window) float64 { return float64(w.L0Files) }},
 	}
-	// The backlog's slack and ceiling scale with the shipping rate: a
-	// compactor that keeps up holds about one level-1 interval of it.
+	// The backlog's trend slack scales with the shipping rate: a compactor
+	// that keeps up holds about one level-1 interval of it.
 	rate := medianShipping(windows, warmup)
 	backlog := func(w Window) float64 { return float64(w.L0Backlog) }
 	rules = append(rules, struct {
@@ -102,5 +129,5 @@ func judge(windows []Window, warmup, l1 time.Duration) []Verdict {
 	for _, r := range rules {
 		out = append(out, r.g.judge(windows, r.v))
 	}
-	return append(out, ceiling{"level-0 backlog", warmup, 3 * l1, 100}.judge(windows, backlog, rate))
+	return append(out, ceiling{"level-0 backlog", warmup, 3 * l1, 100}.judge(windows, backlog))
 }

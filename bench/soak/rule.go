@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -17,10 +18,10 @@ import (
 //     bounded resource plateaus, so its late peak stays near its early one;
 //     one that leaks keeps climbing and the late peak runs away.
 //   - ceiling (level-0 backlog): level-0 files not yet in level 1 must never
-//     exceed what Span of shipping produces (at the run's median shipping
-//     rate) + Slack. A compactor that keeps up holds about one level-1
-//     interval's worth; one that stalls falls behind by more every window,
-//     whatever the early windows looked like. The backlog also gets the
+//     exceed the files shipped in the Span before + Slack. A compactor that
+//     keeps up holds about one level-1 interval's worth; one that stalls
+//     falls behind by more every window, whatever the early windows looked
+//     like. The backlog also gets the
 //     growth rule, its slack one level-1 interval of shipping, to catch a
 //     compactor that falls behind slowly.
 
@@ -85,33 +86,42 @@ func (g growth) judge(windows []Window, value func(Window) float64) Verdict {
 	return v
 }
 
-// ceiling is the level-0 backlog's rule.
+// ceiling is the level-0 backlog's rule: compaction must cover every
+// level-0 file older than Span, so a window's backlog may not exceed the
+// files shipped during the Span before its end, + Slack. It does not depend
+// on the shipping rate staying steady: a backlog built up fast and compacted
+// slowly while writes slow down still counts against what was shipped.
 type ceiling struct {
 	Resource string
 	From     time.Duration
-	Span     time.Duration // of shipping, at the median rate
+	Span     time.Duration
 	Slack    float64
 }
 
 func (c ceiling) rule() string {
-	return fmt.Sprintf("from %s on, every window <= the level-0 files shipped in %s at the run's median rate + %s",
+	return fmt.Sprintf("from %s on, every window <= the level-0 files shipped in the %s before its end + %s (compaction covers every file older than that)",
 		fmtDur(c.From), fmtDur(c.Span), trimFloat(c.Slack))
 }
 
-// judge checks every full window from c.From on against rate (level-0
-// files shipped per second, see medianShipping).
-func (c ceiling) judge(windows []Window, value func(Window) float64, rate float64) Verdict {
+// judge reports the window whose backlog is furthest above (or closest to)
+// its limit.
+func (c ceiling) judge(windows []Window, value func(Window) float64) Verdict {
 	v := Verdict{Resource: c.Resource, Rule: c.rule()}
 	win := windowOf(windows)
-	v.Limit = rate*c.Span.Seconds() + c.Slack
-	for _, w := range windows {
+	worst := math.Inf(-1)
+	for i, w := range windows {
 		if w.Partial || w.End < c.From+win {
 			continue
 		}
-		v.Judged = true
-		if x := value(w); x > v.Late {
-			v.Late, v.Window = x, w.Index
+		var shipped float64
+		for j := i; j >= 0 && windows[j].End > w.End-c.Span; j-- {
+			shipped += float64(windows[j].Shipped)
 		}
+		limit := shipped + c.Slack
+		if x := value(w); x-limit > worst {
+			worst, v.Late, v.Limit, v.Window = x-limit, x, limit, w.Index
+		}
+		v.Judged = true
 	}
 	if !v.Judged {
 		v.OK = true
@@ -119,8 +129,8 @@ func (c ceiling) judge(windows []Window, value func(Window) float64, rate float6
 		return v
 	}
 	v.OK = v.Late <= v.Limit
-	v.Detail = fmt.Sprintf("median shipping %.1f files/s, highest %s (window %d), limit %s",
-		rate, trimFloat(v.Late), v.Window, trimFloat(v.Limit))
+	v.Detail = fmt.Sprintf("closest window %d: backlog %s, limit %s (shipped in the %s before it + %s)",
+		v.Window, trimFloat(v.Late), trimFloat(v.Limit), fmtDur(c.Span), trimFloat(c.Slack))
 	return v
 }
 

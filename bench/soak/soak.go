@@ -146,6 +146,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.checkWindows(o.Window)
 	fmt.Fprintf(o.Out, "\nload: %d writes acknowledged, %d failed requests (%s), %d with an unknown outcome\n",
 		rep.Acked, rep.Failed, failureKinds(res.r), rep.Unknown)
+	fmt.Fprintln(o.Out, rep.slowest())
 	fmt.Fprintf(o.Out, "compaction: %d files written above level 0 seen in the bucket, %d of them level 1 (%.1f per database)\n",
 		rep.CompactedFiles, rep.Level1Files, float64(rep.Level1Files)/float64(len(g.names)))
 

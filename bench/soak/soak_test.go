@@ -47,17 +47,27 @@ func TestGrowthRule(t *testing.T) {
 }
 
 func TestCeilingRule(t *testing.T) {
-	// 100 files shipped per 10-second window is 10 files/s: 90 s of it is 900, +100.
-	c := ceiling{Resource: "level-0 backlog", From: 20 * time.Second, Span: 90 * time.Second, Slack: 100}
+	// Each window ships 100 files: the 30 s before a window's end shipped 300.
+	c := ceiling{Resource: "level-0 backlog", From: 20 * time.Second, Span: 30 * time.Second, Slack: 10}
 	backlog := func(w Window) float64 { return float64(w.L0Backlog) }
-	keeping := windows(5000, 0, 300, 200, 100, 300, 200, 100)
-	rate := medianShipping(keeping, c.From)
-	if v := c.judge(keeping, backlog, rate); rate != 10 || !v.OK || v.Limit != 1000 {
-		t.Errorf("a compactor keeping up: rate %v, %+v", rate, v)
+	if v := c.judge(windows(5000, 0, 300, 200, 100, 300, 200, 100), backlog); !v.OK || v.Limit != 310 || v.Window != 3 {
+		t.Errorf("a compactor keeping up: %+v", v)
 	}
-	v := c.judge(windows(0, 0, 300, 600, 900, 1200), backlog, rate)
-	if v.OK || v.Window != 6 {
+	v := c.judge(windows(0, 0, 300, 350, 400, 450), backlog)
+	if v.OK || v.Window != 6 || v.Limit != 310 {
 		t.Errorf("a stalled compactor: %+v", v)
+	}
+	// A backlog built fast and compacted while writes slowed down is
+	// measured against what was shipped, not against the slower rate.
+	ws := windows(0, 0, 250, 280, 100, 50)
+	for i, n := range []int64{100, 100, 100, 100, 10, 10} {
+		ws[i].Shipped = n
+	}
+	if v := c.judge(ws, backlog); !v.OK {
+		t.Errorf("a slowdown: %+v", v)
+	}
+	if r := medianShipping(ws, c.From); r != 10 {
+		t.Errorf("median shipping %v files/s, want 10", r)
 	}
 }
 
