@@ -21,13 +21,17 @@ type Config struct {
 	Timeout  time.Duration // per request (default 60 s)
 	// Next returns the request VU vu sends as its iter-th request (counting from 0).
 	Next func(vu int, iter uint64) *Request
-	// OnSecond, if set, receives each measured second as it ends (for live progress).
+	// OnSecond, if set, receives each measured second (each Window) as it ends (for live progress).
 	OnSecond func(Second)
+	// Window is the length of one entry of the series (default one second);
+	// a soak reports 10-second windows.
+	Window time.Duration
 }
 
-// Second is one second of the measured window.
+// Second is one entry of the series: a second of the measured window, or a
+// Config.Window when one is set.
 type Second struct {
-	At       time.Duration // end of this second, from the start of the measured window
+	At       time.Duration // end of this entry, from the start of the measured window
 	Requests int64         // answers received in this second (successes and failures)
 	Failures int64
 	MeanUS   float64
@@ -115,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = time.Second
 	}
 	shards := make([]*shard, shardCount)
 	for i := range shards {
@@ -238,7 +245,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return
 		case <-time.After(time.Until(measureFrom)):
 		}
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(cfg.Window)
 		defer t.Stop()
 		for n := 1; ; n++ {
 			select {
@@ -246,7 +253,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return
 			case <-t.C:
 			}
-			s := collectSecond(shards, time.Duration(n)*time.Second)
+			s := collectSecond(shards, time.Duration(n)*cfg.Window)
 			series = append(series, s)
 			if cfg.OnSecond != nil {
 				cfg.OnSecond(s)

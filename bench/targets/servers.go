@@ -26,7 +26,9 @@ type Env struct {
 	// ReplicaRoot, if set, is where sluice targets replicate instead (each
 	// target gets a sub-path).
 	ReplicaRoot string
-	seq         atomic.Int64
+	// ServeArgs are extra flags for every sluice serve (e.g. -config FILE).
+	ServeArgs []string
+	seq       atomic.Int64
 }
 
 // Server is one running target.
@@ -55,6 +57,17 @@ func (s *Server) Stop() {
 	for _, p := range s.procs {
 		_ = p.Stop(15 * time.Second)
 	}
+}
+
+// Pid is the process id of the target's server (its first process).
+func (s *Server) Pid() int { return s.procs[0].cmd.Process.Pid }
+
+// Terminate sends SIGTERM to the server process alone and returns how long it
+// took to exit; after grace it is killed and the error says so.
+func (s *Server) Terminate(grace time.Duration) (time.Duration, error) {
+	start := time.Now()
+	err := s.procs[0].Stop(grace)
+	return time.Since(start), err
 }
 
 // Logs are the recent output of the target's processes, for errors.
@@ -136,6 +149,7 @@ func (e *Env) StartSluice(ctx context.Context, durability string) (*Server, erro
 			return err
 		}
 	}
+	args = append(args, e.ServeArgs...)
 	p, err := Start("sluice serve", e.env(), nil, e.Sluice, args...)
 	if err != nil {
 		return nil, err
