@@ -175,25 +175,6 @@ func TestRestoreAcrossLevelsAndSnapshots(t *testing.T) {
 	}
 }
 
-func TestRestoreInMappedFile(t *testing.T) {
-	old := memoryImageLimit
-	memoryImageLimit = 0
-	defer func() { memoryImageLimit = old }()
-	store := newStore(t)
-	h := restoretest.New(t, store, t.TempDir())
-	buildHistory(t, h)
-	for _, txid := range []ltx.TXID{1, 5, 13, 14, 0} {
-		out, _, err := restoreTo(t, store, Options{TXID: txid})
-		if err != nil {
-			t.Fatalf("TXID %d: %v", txid, err)
-		}
-		if txid == 0 {
-			txid = h.Pos().TXID
-		}
-		wantExact(t, h, out, txid)
-	}
-}
-
 func TestRestoreLitestreamStyleFilesWithoutChecksums(t *testing.T) {
 	store := newStore(t)
 	h := restoretest.New(t, store, t.TempDir())
