@@ -236,8 +236,11 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
 			file.Key, b.store, hdr.PageSize, b.pageSize)
 	}
-	w := newRunWriter(b.f, b.pageSize)
-	var sum, skipped ltx.Checksum
+	// The base's share of the database checksum comes from its trailer
+	// (below) when it carries one; every other page is checksummed as written.
+	w := newRunWriter(b.f, b.pageSize, k != 0 || hdr.NoChecksum())
+	defer w.close() // on early returns; a second close is a no-op
+	var skipped ltx.Checksum
 	lock := ltx.LockPgno(b.pageSize)
 	page := make([]byte, b.pageSize)
 	var ph ltx.PageHeader
@@ -266,15 +269,11 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 			}
 			continue
 		}
-		if err := w.add(pgno, page); err != nil {
-			return err
-		}
+		w.add(pgno, page)
 		b.written.setAtomic(pgno)
-		if k != 0 || hdr.NoChecksum() {
-			sum ^= pageChecksum(pgno, page)
-		}
 	}
-	if err := w.flush(); err != nil {
+	sum, err := w.close()
+	if err != nil {
 		return err
 	}
 	if k == 0 {
@@ -347,45 +346,103 @@ func (b *builder) checkPages() error {
 	return nil
 }
 
-// runWriter gathers consecutive pages and writes each run with one
-// positional write, so workers write side by side without a shared offset.
+// runWriter gathers consecutive pages into runs and hands each run to
+// writers on other goroutines, which checksum its pages and write it with one
+// positional write: decoding a file and writing it proceed on separate cores,
+// and files are written side by side without a shared offset. A few buffers
+// per file bound its memory.
 type runWriter struct {
 	f        *os.File
 	pageSize int64
-	buf      []byte
-	off      int64 // file offset of buf[0]
+	sum      bool // checksum the written pages
+	cur      []byte
+	off      int64 // file offset of cur[0]
+	runs     chan run
+	free     chan []byte
+	wg       sync.WaitGroup
+	sums     []ltx.Checksum // per writer goroutine
+	errs     []error
+	closed   bool
 }
 
-// runWriterSize bounds each worker's buffer.
-const runWriterSize = 512 << 10
-
-func newRunWriter(f *os.File, pageSize uint32) *runWriter {
-	return &runWriter{f: f, pageSize: int64(pageSize), buf: make([]byte, 0, max(runWriterSize, int(pageSize)))}
+type run struct {
+	off int64
+	b   []byte
 }
 
-func (w *runWriter) add(pgno uint32, page []byte) error {
-	off := int64(pgno-1) * w.pageSize
-	if len(w.buf) > 0 && (off != w.off+int64(len(w.buf)) || len(w.buf)+len(page) > cap(w.buf)) {
-		if err := w.flush(); err != nil {
-			return err
-		}
+const (
+	runWriterSize    = 512 << 10 // bytes per run buffer
+	runWriterBuffers = 4
+	runWriterWorkers = 2
+)
+
+func newRunWriter(f *os.File, pageSize uint32, sum bool) *runWriter {
+	size := max(runWriterSize, int(pageSize))
+	w := &runWriter{f: f, pageSize: int64(pageSize), sum: sum, runs: make(chan run), free: make(chan []byte, runWriterBuffers),
+		sums: make([]ltx.Checksum, runWriterWorkers), errs: make([]error, runWriterWorkers)}
+	for range runWriterBuffers {
+		w.free <- make([]byte, 0, size)
 	}
-	if len(w.buf) == 0 {
+	w.cur = <-w.free
+	for g := range runWriterWorkers {
+		w.wg.Add(1)
+		go w.write(g)
+	}
+	return w
+}
+
+func (w *runWriter) write(g int) {
+	defer w.wg.Done()
+	for r := range w.runs {
+		if w.errs[g] == nil {
+			if w.sum {
+				pgno := uint32(r.off/w.pageSize) + 1
+				for o := int64(0); o < int64(len(r.b)); o, pgno = o+w.pageSize, pgno+1 {
+					w.sums[g] ^= pageChecksum(pgno, r.b[o:o+w.pageSize])
+				}
+			}
+			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
+				w.errs[g] = fmt.Errorf("write %s: %w", w.f.Name(), err)
+			}
+		}
+		w.free <- r.b[:0]
+	}
+}
+
+func (w *runWriter) add(pgno uint32, page []byte) {
+	off := int64(pgno-1) * w.pageSize
+	if len(w.cur) > 0 && (off != w.off+int64(len(w.cur)) || len(w.cur)+len(page) > cap(w.cur)) {
+		w.flush()
+	}
+	if len(w.cur) == 0 {
 		w.off = off
 	}
-	w.buf = append(w.buf, page...)
-	return nil
+	w.cur = append(w.cur, page...)
 }
 
-func (w *runWriter) flush() error {
-	if len(w.buf) == 0 {
-		return nil
+func (w *runWriter) flush() {
+	if len(w.cur) == 0 {
+		return
 	}
-	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
-		return fmt.Errorf("write %s: %w", w.f.Name(), err)
+	w.runs <- run{off: w.off, b: w.cur}
+	w.cur = <-w.free
+}
+
+// close writes what remains, waits for the writers and returns the XOR of
+// the written pages' checksums.
+func (w *runWriter) close() (ltx.Checksum, error) {
+	if w.closed {
+		return 0, nil
 	}
-	w.buf = w.buf[:0]
-	return nil
+	w.closed = true
+	w.flush()
+	close(w.runs)
+	w.wg.Wait()
+	var sum ltx.Checksum
+	for _, s := range w.sums {
+		sum ^= s
+	}
+	return sum, errors.Join(w.errs...)
 }
 
 // bitmap is one bit per page number.
