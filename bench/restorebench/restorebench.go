@@ -170,11 +170,11 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, litestream, di
 	if sz == SeedSize {
 		r.rows = o.Rows
 		say("[%s] building seed 001's database (%d rows, %d per transaction) while sluice replicates it…", sz.Label, o.Rows, o.PerTx)
-		if err := buildWhileReplicating(ctx, sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {
+		if err := buildWhileReplicating(ctx, m, prefix+"/sluice/", sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {
 			return r, fmt.Errorf("sluice replication: %w", err)
 		}
 		say("[%s] building the same database while Litestream replicates it…", sz.Label)
-		if err := buildWhileReplicating(ctx, lsDB, o, exec.Command(litestream, "replicate", lsDB, lsURL), lsEnv); err != nil {
+		if err := buildWhileReplicating(ctx, m, prefix+"/litestream/", lsDB, o, exec.Command(litestream, "replicate", lsDB, lsURL), lsEnv); err != nil {
 			return r, fmt.Errorf("litestream replication: %w", err)
 		}
 	} else {
@@ -357,13 +357,15 @@ func replicateExisting(ctx context.Context, m *minioproc.Server, prefix, path st
 
 // waitStable waits until objects exist under prefix and their total size has
 // not changed for two seconds.
-func waitStable(ctx context.Context, m *minioproc.Server, prefix string, exited <-chan error) error {
+// exited is the replicator's Wait result (capacity 1); what it reads is put back.
+func waitStable(ctx context.Context, m *minioproc.Server, prefix string, exited chan error) error {
 	deadline := time.Now().Add(10 * time.Minute)
 	var last int64 = -1
 	stableSince := time.Now()
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
+			exited <- err
 			return fmt.Errorf("replicator exited early: %v", err)
 		case <-time.After(500 * time.Millisecond):
 		}
@@ -417,8 +419,10 @@ func putRandom(ctx context.Context, m *minioproc.Server, path, key string, size 
 }
 
 // buildWhileReplicating inserts the rows in small transactions while the
-// replicator runs, then stops it with SIGTERM (which ships everything).
-func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exec.Cmd, env []string) error {
+// replicator runs, waits until the replica under prefix stops growing (a
+// loaded machine can delay a replicator's first upload by seconds), then
+// stops it with SIGTERM (which ships everything).
+func buildWhileReplicating(ctx context.Context, m *minioproc.Server, prefix, path string, o Options, rep *exec.Cmd, env []string) error {
 	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL)
 	if err != nil {
 		return err
@@ -479,6 +483,10 @@ func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exe
 	}
 	ins.Finalize()
 	time.Sleep(1500 * time.Millisecond) // one more interval so both tools see a quiet database
+	if err := waitStable(ctx, m, prefix, done); err != nil {
+		_ = stop()
+		return fmt.Errorf("%w\n%s", err, logs.String())
+	}
 	return stop()
 }
 
