@@ -23,9 +23,6 @@ import (
 // mostly zeros so building the replica stays quick) is restored from MinIO by `sluice restore` in a bound
 // that would not even hold the database.
 func TestRestorePeakMemoryIsBoundedBelowDatabaseSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a 320 MB database")
-	}
 	const (
 		rows     = 96_000 // of ~3.2 KB: a 320 MB database
 		padBytes = 3200
