@@ -24,7 +24,7 @@ import (
 // that would not even hold the database.
 func TestRestorePeakMemoryIsBoundedBelowDatabaseSize(t *testing.T) {
 	const (
-		rows     = 96_000 // of ~3.2 KB: a 320 MB database
+		rows     = 96_000 // of 3.2 KB, one per 4 KiB page: a 375 MB database
 		padBytes = 3200
 		bound    = 100 << 20 // peak RSS allowed for the restore process
 	)
