@@ -36,9 +36,9 @@ unit:
 	$(GO) test -race -timeout 30m $(RACE_PKGS)
 	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|lease|follow)(/|$$)')
 
-## bench-restore: seed 001's database, restored by sluice and by Litestream from MinIO.
+## bench-restore: 25 MB (seed 001), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
 bench-restore: sluice
-	./$(BIN) bench restore
+	./$(BIN) bench restore -sizes 25MB,250MB,1GB
 
 ## bench-serve: seed 001's load against sluice serve, the ceiling and the seed-001 stack.
 bench-serve: build

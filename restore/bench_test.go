@@ -63,11 +63,3 @@ func BenchmarkDownload23MB(b *testing.B) {
 	}
 	b.SetBytes(snap.Size)
 }
-
-func BenchmarkChecksum23MB(b *testing.B) {
-	img := make([]byte, 23<<20)
-	b.SetBytes(int64(len(img)))
-	for b.Loop() {
-		checksumImage(img, 4096)
-	}
-}

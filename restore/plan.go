@@ -1,7 +1,9 @@
 // Package restore rebuilds an SQLite database from a replica: it plans the
 // fewest LTX files that reach a target (the latest state, a TXID or a point in
-// time), downloads and decodes them in parallel, keeps the newest version of
-// each page, verifies every checksum and puts the result in place atomically.
+// time), decides from their page indexes which file holds the newest version
+// of each page, streams them in parallel writing each page to its offset in
+// the output (memory independent of the database's size), verifies every
+// checksum and puts the result in place atomically.
 //
 // It imports replica, github.com/superfly/ltx and zombiezen.com/go/sqlite (for
 // the optional integrity check); never engine, compact, server or cmd.

@@ -175,25 +175,6 @@ func TestRestoreAcrossLevelsAndSnapshots(t *testing.T) {
 	}
 }
 
-func TestRestoreInMappedFile(t *testing.T) {
-	old := memoryImageLimit
-	memoryImageLimit = 0
-	defer func() { memoryImageLimit = old }()
-	store := newStore(t)
-	h := restoretest.New(t, store, t.TempDir())
-	buildHistory(t, h)
-	for _, txid := range []ltx.TXID{1, 5, 13, 14, 0} {
-		out, _, err := restoreTo(t, store, Options{TXID: txid})
-		if err != nil {
-			t.Fatalf("TXID %d: %v", txid, err)
-		}
-		if txid == 0 {
-			txid = h.Pos().TXID
-		}
-		wantExact(t, h, out, txid)
-	}
-}
-
 func TestRestoreLitestreamStyleFilesWithoutChecksums(t *testing.T) {
 	store := newStore(t)
 	h := restoretest.New(t, store, t.TempDir())
@@ -419,4 +400,35 @@ func TestPageChecksumMatchesLTX(t *testing.T) {
 			t.Fatalf("page %d: %s != %s", pgno, got, want)
 		}
 	}
+}
+
+// A page is taken only from a file no later shrink cut off: here the database
+// shrinks by two pages and grows back without rewriting them, so the old
+// copies must not reappear; the restore fails naming the page.
+func TestRestoreShrinkThenGrowWithoutPagesFails(t *testing.T) {
+	store := newStore(t)
+	h := restoretest.New(t, store, t.TempDir())
+	buildHistory(t, h)
+	_, res, err := restoreTo(t, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := res.Pages
+	page := make([]byte, 4096)
+	mid := ltx.ChecksumFlag | 0x1234
+	ship := func(txid ltx.TXID, commit uint32, pre, post ltx.Checksum) {
+		hdr := ltx.Header{Version: ltx.Version, PageSize: 4096, Commit: commit, MinTXID: txid, MaxTXID: txid,
+			Timestamp: t0.UnixMilli(), PreApplyChecksum: pre}
+		data := restoretest.Encode(t, hdr, []restoretest.Page{{Pgno: 2, Data: page}}, post)
+		if _, err := replica.PutLTX(context.Background(), store, 0, txid, txid, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ship(h.Pos().TXID+1, commit-2, h.Pos().PostApplyChecksum, mid)
+	ship(h.Pos().TXID+2, commit, mid, mid)
+	out, _, err := restoreTo(t, store, Options{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("holds page %d of", commit-1)) {
+		t.Fatalf("want an error naming page %d, cut off by a shrink, got %v", commit-1, err)
+	}
+	wantNoOutput(t, out)
 }

@@ -1,7 +1,8 @@
-// Package restorebench measures restore speed on seed 001's database: the same
-// 468,703-row insert workload replicated to one MinIO by sluice and by
-// Litestream 0.5.17, then restored by each, beside the time to download one
-// object of the database's size from that MinIO (the floor).
+// Package restorebench measures restore time and peak memory at several
+// database sizes: seed 001's 468,703-row insert workload (25MB) and larger
+// databases of the same rows built in bulk, each replicated to one MinIO by
+// sluice and by Litestream 0.5.17, then restored by each, beside the time to
+// download one object of the database's size from that MinIO (the reference).
 //
 // It drives the sluice binary itself and the litestream binary as child
 // processes, so both are measured the way users run them.
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,19 +33,66 @@ import (
 
 // Options configures a run.
 type Options struct {
-	Rows    int // rows inserted (seed 001: 468,703)
-	PerTx   int // rows per transaction
-	Runs    int // restores per tool; the median is reported
+	Sizes   []Size // databases to build and restore; seed 001's (SeedSize) is written row by row, the others in bulk
+	Rows    int    // rows inserted in seed 001's database (468,703)
+	PerTx   int    // rows per transaction in seed 001's database
+	Runs    int    // restores per tool; the median is reported
 	Sluice  string
 	WorkDir string
 	Keep    bool // leave MinIO running and the work directory in place (for profiling)
 	Out     io.Writer
 }
 
+// Size is a database size to benchmark, as given on the command line.
+type Size struct {
+	Label string
+	Bytes int64
+}
+
+// SeedSize is seed 001's database: its 468,703 rows in one-row transactions.
+var SeedSize = Size{Label: "25MB", Bytes: 25e6}
+
+// ParseSizes parses "25MB,250MB,1GB" (decimal units).
+func ParseSizes(s string) ([]Size, error) {
+	var out []Size
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		u := strings.ToUpper(f)
+		mult := int64(1)
+		switch {
+		case strings.HasSuffix(u, "GB"):
+			mult, u = 1e9, strings.TrimSuffix(u, "GB")
+		case strings.HasSuffix(u, "MB"):
+			mult, u = 1e6, strings.TrimSuffix(u, "MB")
+		}
+		n, err := strconv.ParseFloat(u, 64)
+		if err != nil || n <= 0 || mult == 1 {
+			return nil, fmt.Errorf("size %q: want e.g. 25MB or 1GB", f)
+		}
+		out = append(out, Size{Label: f, Bytes: int64(n * float64(mult))})
+	}
+	return out, nil
+}
+
 // seedRow is seed 001's JSON document, inserted once per row.
 const seedRow = `{"age":10, "name":"yamada", "class":"A"}`
 
-// Run builds both replicas, restores each Runs times and prints the table.
+// bytesPerRow: seed 001's 468,703 rows make a 23.2 MB database.
+const bytesPerRow = 49.5
+
+// result is one size's figures.
+type result struct {
+	size               Size
+	rows               int
+	dbBytes            int64
+	tSluice, tLS, tGet []time.Duration
+	rssSluice, rssLS   []int64 // peak RSS of each restore process, bytes
+	sObjs, lObjs       int
+	sBytes, lBytes     int64
+}
+
+// Run builds both replicas of each size, restores each Runs times and prints
+// a table per size and a summary.
 func Run(ctx context.Context, o Options) error {
 	if o.Rows <= 0 {
 		o.Rows = 468703
@@ -53,6 +102,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Runs <= 0 {
 		o.Runs = 5
+	}
+	if len(o.Sizes) == 0 {
+		o.Sizes = []Size{SeedSize}
 	}
 	litestream, err := exec.LookPath("litestream")
 	if err != nil {
@@ -74,94 +126,303 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Keep {
 		say("keeping %s; MinIO at %s (%s)", dir, m.Endpoint, strings.Join(m.Env(), " "))
-		defer func() { say("replicas: %s %s", m.URL("bench", "sluice"), m.URL("bench", "litestream")); select {} }()
+		defer func() { select {} }()
 	} else {
 		defer m.Stop()
 	}
 	if err := m.CreateBucket(ctx, "bench"); err != nil {
 		return err
 	}
-	env := append(os.Environ(), m.Env()...)
-	// Litestream 0.5.17's S3 client fails when AWS_CA_BUNDLE is set.
-	lsEnv := append(withoutEnv(os.Environ(), "AWS_CA_BUNDLE"), m.Env()...)
-
-	sluiceURL, lsURL := m.URL("bench", "sluice"), m.URL("bench", "litestream")
-	sluiceDB, lsDB := filepath.Join(dir, "sluice.db"), filepath.Join(dir, "litestream.db")
-
-	say("building seed 001's database (%d rows, %d per transaction) while sluice replicates it…", o.Rows, o.PerTx)
-	if err := buildWhileReplicating(ctx, sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {
-		return fmt.Errorf("sluice replication: %w", err)
-	}
-	say("building the same database while Litestream replicates it…")
-	if err := buildWhileReplicating(ctx, lsDB, o, exec.Command(litestream, "replicate", lsDB, lsURL), lsEnv); err != nil {
-		return fmt.Errorf("litestream replication: %w", err)
-	}
-	fi, err := os.Stat(sluiceDB)
-	if err != nil {
-		return err
-	}
-	size := fi.Size()
-	sObjs, sBytes, err := footprint(ctx, m, "sluice/")
-	if err != nil {
-		return err
-	}
-	lObjs, lBytes, err := footprint(ctx, m, "litestream/")
-	if err != nil {
-		return err
-	}
-
-	// The floor: one object of the database's size, downloaded from the same MinIO.
-	blob := make([]byte, size)
-	_, _ = rand.Read(blob)
-	if _, err := m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bench"), Key: aws.String("floor/blob"), Body: bytes.NewReader(blob)}); err != nil {
-		return fmt.Errorf("upload floor object: %w", err)
-	}
-
-	var tSluice, tLS, tGet []time.Duration
-	for i := 0; i < o.Runs; i++ {
-		d, err := timeCmd(ctx, env, o.Sluice, "restore", "-q", "-o", filepath.Join(dir, fmt.Sprintf("s%d.db", i)), sluiceURL)
+	var results []result
+	for _, sz := range o.Sizes {
+		r, err := runSize(ctx, o, m, litestream, filepath.Join(dir, sz.Label), sz, say)
 		if err != nil {
-			return err
+			return fmt.Errorf("size %s: %w", sz.Label, err)
 		}
-		tSluice = append(tSluice, d)
-		d, err = timeCmd(ctx, lsEnv, litestream, "restore", "-o", filepath.Join(dir, fmt.Sprintf("l%d.db", i)), lsURL)
-		if err != nil {
-			return err
-		}
-		tLS = append(tLS, d)
-		start := time.Now()
-		out, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String("floor/blob")})
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(io.Discard, out.Body); err != nil {
-			return err
-		}
-		out.Body.Close()
-		tGet = append(tGet, time.Since(start))
+		results = append(results, r)
 	}
-	if err := sameRows(filepath.Join(dir, "s0.db"), filepath.Join(dir, "l0.db"), int64(o.Rows)); err != nil {
-		return err
-	}
-
-	ms, ml, mg := median(tSluice), median(tLS), median(tGet)
 	say("")
-	say("seed 001 database: %d rows, %.1f MB; %d restores each, medians (all runs)", o.Rows, float64(size)/1e6, o.Runs)
-	say("%-36s %10s   %s", "", "median", "runs")
-	say("%-36s %10s   %s", "download one object of that size", fmtDur(mg), fmtDurs(tGet))
-	say("%-36s %10s   %s", "sluice restore", fmtDur(ms), fmtDurs(tSluice))
-	say("%-36s %10s   %s", "litestream restore (0.5.17)", fmtDur(ml), fmtDurs(tLS))
-	say("")
-	say("sluice / download   = %.2fx   (target <= 3x)", float64(ms)/float64(mg))
-	say("litestream / sluice = %.2fx", float64(ml)/float64(ms))
-	say("replica footprint: sluice %d objects, %.1f MB; litestream %d objects, %.1f MB", sObjs, float64(sBytes)/1e6, lObjs, float64(lBytes)/1e6)
-	say("both restores verified: %d rows, integrity_check ok", o.Rows)
+	say("summary (medians; x = time / one GET of the database's bytes from the same MinIO; RSS = peak RSS of the restore process)")
+	say("%-7s %9s %9s %11s %7s %11s %7s %11s %11s", "size", "db MB", "GET", "sluice", "x GET", "litestream", "x GET", "sluice RSS", "ls RSS")
+	for _, r := range results {
+		ms, ml, mg := median(r.tSluice), median(r.tLS), median(r.tGet)
+		say("%-7s %9.1f %9s %11s %6.2fx %11s %6.2fx %8.0f MB %8.0f MB", r.size.Label, float64(r.dbBytes)/1e6, fmtDur(mg),
+			fmtDur(ms), float64(ms)/float64(mg), fmtDur(ml), float64(ml)/float64(mg),
+			float64(maxOf(r.rssSluice))/1e6, float64(maxOf(r.rssLS))/1e6)
+	}
+	say("targets: sluice <= 3x GET at every size, faster than litestream, <= 128 MB RSS at 1 GB")
 	return nil
 }
 
+// runSize builds one size's replicas and measures the restores.
+func runSize(ctx context.Context, o Options, m *minioproc.Server, litestream, dir string, sz Size, say func(string, ...any)) (result, error) {
+	r := result{size: sz}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	env := append(os.Environ(), m.Env()...)
+	// Litestream 0.5.17's S3 client fails when AWS_CA_BUNDLE is set.
+	lsEnv := append(withoutEnv(os.Environ(), "AWS_CA_BUNDLE"), m.Env()...)
+	prefix := "size-" + sz.Label
+	sluiceURL, lsURL := m.URL("bench", prefix+"/sluice"), m.URL("bench", prefix+"/litestream")
+	sluiceDB, lsDB := filepath.Join(dir, "sluice.db"), filepath.Join(dir, "litestream.db")
+
+	if sz == SeedSize {
+		r.rows = o.Rows
+		say("[%s] building seed 001's database (%d rows, %d per transaction) while sluice replicates it…", sz.Label, o.Rows, o.PerTx)
+		if err := buildWhileReplicating(ctx, m, prefix+"/sluice/", sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {
+			return r, fmt.Errorf("sluice replication: %w", err)
+		}
+		say("[%s] building the same database while Litestream replicates it…", sz.Label)
+		if err := buildWhileReplicating(ctx, m, prefix+"/litestream/", lsDB, o, exec.Command(litestream, "replicate", lsDB, lsURL), lsEnv); err != nil {
+			return r, fmt.Errorf("litestream replication: %w", err)
+		}
+	} else {
+		bulkRows := int(float64(sz.Bytes) / bytesPerRow)
+		r.rows = bulkRows + tailTxs*tailRows
+		say("[%s] building a %d-row database in bulk…", sz.Label, bulkRows)
+		start := time.Now()
+		if err := buildBulk(filepath.Join(dir, "bulk.db"), bulkRows); err != nil {
+			return r, err
+		}
+		say("[%s] built in %s; replicating it with sluice, then with Litestream (each then sees %d small transactions)…",
+			sz.Label, time.Since(start).Round(time.Second), tailTxs)
+		for _, c := range []struct {
+			db  string
+			cmd *exec.Cmd
+			env []string
+			who string
+		}{{sluiceDB, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env, "sluice/"},
+			{lsDB, exec.Command(litestream, "replicate", lsDB, lsURL), lsEnv, "litestream/"}} {
+			if err := copyFile(filepath.Join(dir, "bulk.db"), c.db); err != nil {
+				return r, err
+			}
+			if err := replicateExisting(ctx, m, prefix+"/"+c.who, c.db, c.cmd, c.env); err != nil {
+				return r, fmt.Errorf("%sreplication: %w", c.who, err)
+			}
+		}
+		_ = os.Remove(filepath.Join(dir, "bulk.db"))
+	}
+	fi, err := os.Stat(sluiceDB)
+	if err != nil {
+		return r, err
+	}
+	r.dbBytes = fi.Size()
+	if r.sObjs, r.sBytes, err = footprint(ctx, m, prefix+"/sluice/"); err != nil {
+		return r, err
+	}
+	if r.lObjs, r.lBytes, err = footprint(ctx, m, prefix+"/litestream/"); err != nil {
+		return r, err
+	}
+	_ = os.Remove(sluiceDB)
+	_ = os.Remove(lsDB)
+
+	// The reference: one object of the database's size, downloaded from the same MinIO.
+	blobKey := prefix + "/floor/blob"
+	if err := putRandom(ctx, m, filepath.Join(dir, "blob"), blobKey, r.dbBytes); err != nil {
+		return r, fmt.Errorf("upload reference object: %w", err)
+	}
+
+	for i := 0; i < o.Runs; i++ {
+		sOut, lOut := filepath.Join(dir, fmt.Sprintf("s%d.db", i)), filepath.Join(dir, fmt.Sprintf("l%d.db", i))
+		d, rss, err := timeCmd(ctx, env, o.Sluice, "restore", "-q", "-o", sOut, sluiceURL)
+		if err != nil {
+			return r, err
+		}
+		r.tSluice, r.rssSluice = append(r.tSluice, d), append(r.rssSluice, rss)
+		d, rss, err = timeCmd(ctx, lsEnv, litestream, "restore", "-o", lOut, lsURL)
+		if err != nil {
+			return r, err
+		}
+		r.tLS, r.rssLS = append(r.tLS, d), append(r.rssLS, rss)
+		start := time.Now()
+		out, err := m.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String(blobKey)})
+		if err != nil {
+			return r, err
+		}
+		if _, err := io.Copy(io.Discard, out.Body); err != nil {
+			return r, err
+		}
+		out.Body.Close()
+		r.tGet = append(r.tGet, time.Since(start))
+		if i == 0 {
+			if err := sameRows(sOut, lOut, int64(r.rows)); err != nil {
+				return r, err
+			}
+		}
+		for _, p := range []string{sOut, lOut} {
+			_ = os.Remove(p)
+			_ = os.Remove(p + "-sluice") // the position record restore leaves beside the database
+		}
+	}
+
+	ms, ml, mg := median(r.tSluice), median(r.tLS), median(r.tGet)
+	say("")
+	say("%s database: %d rows, %.1f MB; %d restores each, medians (all runs)", sz.Label, r.rows, float64(r.dbBytes)/1e6, o.Runs)
+	say("%-36s %10s %10s   %s", "", "median", "peak RSS", "runs")
+	say("%-36s %10s %10s   %s", "download one object of that size", fmtDur(mg), "", fmtDurs(r.tGet))
+	say("%-36s %10s %7.0f MB   %s", "sluice restore", fmtDur(ms), float64(maxOf(r.rssSluice))/1e6, fmtDurs(r.tSluice))
+	say("%-36s %10s %7.0f MB   %s", "litestream restore (0.5.17)", fmtDur(ml), float64(maxOf(r.rssLS))/1e6, fmtDurs(r.tLS))
+	say("sluice / download   = %.2fx   (target <= 3x)", float64(ms)/float64(mg))
+	say("litestream / sluice = %.2fx", float64(ml)/float64(ms))
+	say("replica footprint: sluice %d objects, %.1f MB; litestream %d objects, %.1f MB", r.sObjs, float64(r.sBytes)/1e6, r.lObjs, float64(r.lBytes)/1e6)
+	say("both restores verified: %d rows, integrity_check ok", r.rows)
+	say("")
+	return r, nil
+}
+
+// The bulk-built databases get tailTxs small transactions while replicated,
+// so their restores apply incremental files over the snapshot, as real ones do.
+const (
+	tailTxs  = 20
+	tailRows = 35
+)
+
+// buildBulk writes rows of seed 001's document in large transactions,
+// generated inside SQLite so a 1 GB database takes seconds, not minutes.
+func buildBulk(path string, rows int) error {
+	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, q := range []string{"PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF",
+		"CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, json JSON)"} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	const batch = 1_000_000
+	for done := 0; done < rows; done += batch {
+		n := min(batch, rows-done)
+		q := fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < %d)
+			INSERT INTO t (json) SELECT '%s' FROM n`, n, seedRow)
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			return fmt.Errorf("bulk insert: %w", err)
+		}
+	}
+	return nil
+}
+
+// replicateExisting starts the replicator on a database that already holds
+// its data, waits until the replica stops growing (the snapshot is up), adds
+// tailTxs small transactions, and stops it with SIGTERM.
+func replicateExisting(ctx context.Context, m *minioproc.Server, prefix, path string, rep *exec.Cmd, env []string) error {
+	var logs bytes.Buffer
+	rep.Env, rep.Stdout, rep.Stderr = env, &logs, &logs
+	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenWAL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, q := range []string{"PRAGMA journal_mode=WAL", "PRAGMA busy_timeout=5000"} {
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	if err := rep.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- rep.Wait() }()
+	stop := func() error {
+		_ = rep.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%v\n%s", err, logs.String())
+			}
+			return nil
+		case <-time.After(2 * time.Minute):
+			_ = rep.Process.Kill()
+			return fmt.Errorf("replicator did not stop\n%s", logs.String())
+		}
+	}
+	if err := waitStable(ctx, m, prefix, done); err != nil {
+		_ = stop()
+		return fmt.Errorf("%w\n%s", err, logs.String())
+	}
+	for i := 0; i < tailTxs; i++ {
+		q := fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < %d)
+			INSERT INTO t (json) SELECT '%s' FROM n`, tailRows, seedRow)
+		if err := sqlitex.ExecuteTransient(conn, q, nil); err != nil {
+			_ = stop()
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // one more interval so the replicator sees a quiet database
+	return stop()
+}
+
+// waitStable waits until objects exist under prefix and their total size has
+// not changed for two seconds.
+// exited is the replicator's Wait result (capacity 1); what it reads is put back.
+func waitStable(ctx context.Context, m *minioproc.Server, prefix string, exited chan error) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	var last int64 = -1
+	stableSince := time.Now()
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("replicator exited early: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		_, b, err := footprint(ctx, m, prefix)
+		if err != nil {
+			return err
+		}
+		if b != last {
+			last, stableSince = b, time.Now()
+		} else if b > 0 && time.Since(stableSince) >= 2*time.Second {
+			return nil
+		}
+	}
+	return fmt.Errorf("the replica under %s never settled", prefix)
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// putRandom uploads size random bytes under key, staged in a file so the
+// benchmark's own memory stays small.
+func putRandom(ctx context.Context, m *minioproc.Server, path, key string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	if _, err := io.CopyN(f, rand.Reader, size); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	_, err = m.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bench"), Key: aws.String(key), Body: f, ContentLength: aws.Int64(size)})
+	return err
+}
+
 // buildWhileReplicating inserts the rows in small transactions while the
-// replicator runs, then stops it with SIGTERM (which ships everything).
-func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exec.Cmd, env []string) error {
+// replicator runs, waits until the replica under prefix stops growing (a
+// loaded machine can delay a replicator's first upload by seconds), then
+// stops it with SIGTERM (which ships everything).
+func buildWhileReplicating(ctx context.Context, m *minioproc.Server, prefix, path string, o Options, rep *exec.Cmd, env []string) error {
 	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL)
 	if err != nil {
 		return err
@@ -222,6 +483,10 @@ func buildWhileReplicating(ctx context.Context, path string, o Options, rep *exe
 	}
 	ins.Finalize()
 	time.Sleep(1500 * time.Millisecond) // one more interval so both tools see a quiet database
+	if err := waitStable(ctx, m, prefix, done); err != nil {
+		_ = stop()
+		return fmt.Errorf("%w\n%s", err, logs.String())
+	}
 	return stop()
 }
 
@@ -240,16 +505,30 @@ func footprint(ctx context.Context, m *minioproc.Server, prefix string) (objects
 	return objects, bytes, nil
 }
 
-func timeCmd(ctx context.Context, env []string, name string, args ...string) (time.Duration, error) {
+// timeCmd runs a command and returns its wall time and the peak RSS of the
+// process (wait4's rusage, Maxrss in KiB on Linux).
+func timeCmd(ctx context.Context, env []string, name string, args ...string) (time.Duration, int64, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		return 0, 0, fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
 	}
-	return d, nil
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss * 1024
+	}
+	return d, rss, nil
+}
+
+func maxOf(v []int64) int64 {
+	var m int64
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
 }
 
 // sameRows checks both restored databases hold want rows and pass integrity_check.

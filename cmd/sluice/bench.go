@@ -29,7 +29,7 @@ Scenarios (closed-loop virtual users against -url; -verify checks nothing acknow
 Subcommands:
   compare SCENARIO   one scenario against sluice sync/async/local, the seed-001 stack, MariaDB and a file
   serve              seed 001's load against sluice serve, a trivial handler and the seed-001 stack
-  restore            seed 001's database restored by sluice and by Litestream, beside one plain download
+  restore            restore time and peak RSS, sluice and Litestream, beside one plain download (-sizes)
   capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
   soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
@@ -51,8 +51,13 @@ func runBenchRestore(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Rows, "rows", 468703, "rows of seed 001's JSON insert")
 	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (seed 001: one per request)")
 	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
+	sizes := fs.String("sizes", restorebench.SeedSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is seed 001's database written row by row, the others are built in bulk")
 	fs.BoolVar(&o.Keep, "keep", false, "keep MinIO and the work directory afterwards, for profiling (blocks until interrupted)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if o.Sizes, err = restorebench.ParseSizes(*sizes); err != nil {
 		return err
 	}
 	self, err := os.Executable()
