@@ -213,6 +213,10 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 			h.Set(jsonapi.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
 		}
 	}
-	ctx := hrana.WithOwner(hrana.WithDatabase(r.Context(), db), p.Key())
+	owner := ""
+	if s.auth.Required() {
+		owner = p.Key()
+	}
+	ctx := hrana.WithOwner(hrana.WithDatabase(r.Context(), db), owner)
 	s.hrana.ServeHTTP(w, r.WithContext(ctx))
 }

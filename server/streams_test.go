@@ -284,3 +284,23 @@ func TestMetricsNeedATokenAndHideOtherDatabases(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionQuotaPerToken(t *testing.T) {
+	_, ts, _ := newTestServer(t, func(c *Config) {
+		c.Tokens = []TokenConfig{{Token: "greedy-1234", Access: "ro"}, {Token: "other-12345"}}
+		c.Hrana.MaxSessionsPerToken = 2
+	})
+	base := ts.URL
+	expect(t, do(t, "PUT", base+"/v1/databases/a", "other-12345", ""), 201)
+	pipeline(t, base, "a", "other-12345", nil, "CREATE TABLE t (x)", "close").mustOK(t, "create")
+	for i := 0; i < 2; i++ {
+		pipeline(t, base, "a", "greedy-1234", nil, "BEGIN", "SELECT 1").mustOK(t, "greedy BEGIN")
+	}
+	a := pipeline(t, base, "a", "greedy-1234", nil, "BEGIN", "SELECT 1")
+	if a.status != 200 || a.Results[0].Error == nil || a.Results[0].Error.Code != "SESSION_LIMIT" {
+		t.Fatalf("third transaction of a token limited to 2: %+v", a)
+	}
+	open := pipeline(t, base, "a", "other-12345", nil, "BEGIN", "INSERT INTO t VALUES (1)")
+	open.mustOK(t, "another token's BEGIN")
+	pipeline(t, base, "a", "other-12345", open.Baton, "COMMIT", "close").mustOK(t, "COMMIT")
+}

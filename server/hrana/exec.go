@@ -230,7 +230,7 @@ func (h *Handler) runAuto(ctx context.Context, db dbhost.Database, sqls []string
 func (x *execution) openSession() *Error {
 	h, owner := x.h, x.s.owner
 	h.mu.Lock()
-	if h.sessions[owner] >= h.cfg.MaxSessionsPerToken {
+	if owner != "" && h.sessions[owner] >= h.cfg.MaxSessionsPerToken {
 		h.mu.Unlock()
 		return &Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
 			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", h.cfg.MaxSessionsPerToken)}

@@ -134,7 +134,9 @@ type ownerKey struct{}
 
 // WithOwner returns ctx carrying the identity of the caller (for example a
 // hash of its token and its access level). Streams are bound to it: a baton
-// is refused for any other owner, and quotas are counted per owner.
+// is refused for any other owner, and quotas are counted per owner. The
+// empty owner (a server without credentials: one caller) has no per-token
+// quotas; the per-database and total ones still apply.
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }

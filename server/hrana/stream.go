@@ -102,7 +102,7 @@ func (h *Handler) reserve(s *stream) *Error {
 	}
 	name := s.db.Name()
 	switch {
-	case h.perOwner[s.owner] >= h.cfg.MaxStreamsPerToken:
+	case s.owner != "" && h.perOwner[s.owner] >= h.cfg.MaxStreamsPerToken:
 		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
 			"this token already has %d open streams (the limit per token); close streams it no longer uses (or let them idle out after %s), then retry",
 			h.cfg.MaxStreamsPerToken, h.cfg.IdleTimeout)}
