@@ -112,6 +112,9 @@ func TestStreamFloodFromOneTokenDoesNotAffectAnother(t *testing.T) {
 			{Token: "victim-1234", Databases: []string{"b"}},
 			{Token: "admin-12345"},
 		}
+		// The flooder's streams must stay open for the whole test, however
+		// slowly it runs (-race on a busy machine).
+		c.Hrana.IdleTimeout = Duration(time.Hour)
 	})
 	base := ts.URL
 	for _, db := range []string{"a", "b"} {
@@ -229,14 +232,15 @@ func TestReadOnlySessionsDoNotLockOutWriters(t *testing.T) {
 
 func TestLongBatchIsCutAtTheRequestTimeout(t *testing.T) {
 	_, ts, _ := newTestServer(t, func(c *Config) {
-		c.Limits.RequestTimeout = Duration(300 * time.Millisecond)
+		c.Limits.RequestTimeout = Duration(2 * time.Second)
 	})
 	base := ts.URL
 	expect(t, do(t, "PUT", base+"/v1/databases/a", "", ""), 201)
 	pipeline(t, base, "a", "", nil, "CREATE TABLE t (x)", "close").mustOK(t, "create")
-	// Each step is well under the statement limit; together they take seconds.
-	step := `{"stmt":{"sql":"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 20000) INSERT INTO t SELECT x FROM c"}}`
-	steps := strings.TrimSuffix(strings.Repeat(step+",", 400), ",")
+	// Each step is well under the statement limit (tens of milliseconds);
+	// together they would take far longer than the request limit.
+	step := `{"stmt":{"sql":"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 50000) INSERT INTO t SELECT x FROM c"}}`
+	steps := strings.TrimSuffix(strings.Repeat(step+",", 1000), ",")
 	r := do(t, "POST", base+"/db/a/v3/pipeline", "", `{"baton":null,"requests":[{"type":"batch","batch":{"steps":[`+steps+`]}},{"type":"close"}]}`)
 	expect(t, r, 200)
 	var a hranaAnswer

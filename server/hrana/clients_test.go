@@ -292,7 +292,7 @@ func TestGoClientTransactionUnaffectedByAnotherTokensStreamFlood(t *testing.T) {
 	}
 	srv, err := server.NewWithStore(server.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", Durability: "sync",
 		Tokens: []server.TokenConfig{{Token: "flooder-123", Access: "ro", Databases: []string{"a"}}, {Token: "victim-1234", Databases: []string{"b"}}},
-		Hrana:  server.Hrana{MaxStreamsPerToken: 50}},
+		Hrana:  server.Hrana{MaxStreamsPerToken: 50, IdleTimeout: server.Duration(time.Hour)}},
 		store, slog.New(slog.DiscardHandler), "test")
 	if err != nil {
 		t.Fatal(err)
