@@ -19,6 +19,9 @@ type Config struct {
 	Tokens                     []TokenConfig `yaml:"tokens"`
 	JWTPublicKey               string        `yaml:"jwt_public_key"`      // PEM or base64url raw Ed25519 key
 	JWTPublicKeyFile           string        `yaml:"jwt_public_key_file"` // alternative to jwt_public_key
+	JWTMaxLifetime             Duration      `yaml:"jwt_max_lifetime"`    // longest exp-iat accepted, default 168h; negative: no limit
+	JWTAllowNoExp              bool          `yaml:"jwt_allow_no_exp"`    // accept JWTs without exp (never expire)
+	MetricsToken               string        `yaml:"metrics_token"`       // a token that may read /metrics (and nothing else)
 	Limits                     Limits        `yaml:"limits"`
 	Group                      Group         `yaml:"group"`
 	Hrana                      Hrana         `yaml:"hrana"`
@@ -38,7 +41,9 @@ type Limits struct {
 	MaxBodyBytes     int64    `yaml:"max_body_bytes"`    // default 8 MiB
 	StatementTimeout Duration `yaml:"statement_timeout"` // default 5s
 	ReadConnections  int      `yaml:"read_connections"`  // per database, default 4
-	MaxSessions      int      `yaml:"max_sessions"`      // interactive sessions per database, default 64
+	MaxSessions      int      `yaml:"max_sessions"`      // read-write interactive sessions per database, default 64
+	MaxReadSessions  int      `yaml:"max_read_sessions"` // read-only interactive sessions per database, default 64
+	RequestTimeout   Duration `yaml:"request_timeout"`   // one Hrana request, all its statements, default 10s
 	UploadTimeout    Duration `yaml:"upload_timeout"`    // per upload, default 30s
 }
 
@@ -51,6 +56,12 @@ type Group struct {
 type Hrana struct {
 	IdleTimeout Duration `yaml:"idle_timeout"` // default 10s
 	TxTimeout   Duration `yaml:"tx_timeout"`   // default 5s
+	// Quotas: open streams per token, per database and in all (defaults
+	// 1000, 5000, 20000), open interactive transactions per token (16).
+	MaxStreamsPerToken    int `yaml:"max_streams_per_token"`
+	MaxStreamsPerDatabase int `yaml:"max_streams_per_database"`
+	MaxStreams            int `yaml:"max_streams"`
+	MaxSessionsPerToken   int `yaml:"max_sessions_per_token"`
 }
 
 // Compaction tunes per-database compaction and retention (zero: the

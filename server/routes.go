@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -32,10 +33,6 @@ func (s *Server) routes() http.Handler {
 		handle(p, s.leaderOnly(s.serveHrana))
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
-	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", metrics.ContentType)
-		s.metrics.reg.WriteText(w)
-	})
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound,
 			Message: r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"})
@@ -52,8 +49,46 @@ func (s *Server) routes() http.Handler {
 	root.Handle("GET /version", s.instrument("GET /version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
 	}))
+	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
 	root.Handle("/", limited)
 	return root
+}
+
+// serveMetrics answers a scrape. When credentials are configured it needs
+// one: the metrics_token (every series) or any valid token, which sees only
+// the per-database series of databases it may read, so that a token limited
+// to one database does not learn the names of the others.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	var keep metrics.Filter
+	header := r.Header.Get("Authorization")
+	if !s.isMetricsToken(header) {
+		p, err := s.auth.Authenticate(header)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+			jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
+				Message: err.Error() + " (/metrics takes any valid token, or the metrics_token)"})
+			return
+		}
+		if p.Databases != nil {
+			keep = func(names, values []string) bool {
+				for i, n := range names {
+					if n == "db" && i < len(values) && values[i] != "" && !p.CanRead(values[i]) {
+						return false
+					}
+				}
+				return true
+			}
+		}
+	}
+	w.Header().Set("Content-Type", metrics.ContentType)
+	s.metrics.reg.WriteFiltered(w, keep)
+}
+
+func (s *Server) isMetricsToken(header string) bool {
+	want := s.cfg.MetricsToken
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(header), " ")
+	return want != "" && ok && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), []byte(want)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -178,5 +213,10 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 			h.Set(jsonapi.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
 		}
 	}
-	s.hrana.ServeHTTP(w, r.WithContext(hrana.WithDatabase(r.Context(), db)))
+	owner := ""
+	if s.auth.Required() {
+		owner = p.Key()
+	}
+	ctx := hrana.WithOwner(hrana.WithDatabase(r.Context(), db), owner)
+	s.hrana.ServeHTTP(w, r.WithContext(ctx))
 }

@@ -85,6 +85,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxGroupRequests: cfg.Group.MaxRequests,
 		ReadConns:        cfg.Limits.ReadConnections,
 		MaxSessions:      cfg.Limits.MaxSessions,
+		MaxReadSessions:  cfg.Limits.MaxReadSessions,
 		Logger:           logger,
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),
@@ -99,6 +100,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		TxTimeout:   time.Duration(cfg.Hrana.TxTimeout),
 		Logger:      logger,
 		Version:     version,
+
+		MaxStreamsPerToken:    cfg.Hrana.MaxStreamsPerToken,
+		MaxStreamsPerDatabase: cfg.Hrana.MaxStreamsPerDatabase,
+		MaxStreams:            cfg.Hrana.MaxStreams,
+		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
+		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
 	})
 	s.registerFollowerMetrics()
 	s.handler = s.routes()
@@ -106,7 +113,10 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 }
 
 func newAuthenticator(cfg Config) (*auth.Authenticator, error) {
-	ac := auth.Config{JWTPublicKey: cfg.JWTPublicKey}
+	ac := auth.Config{JWTPublicKey: cfg.JWTPublicKey, JWTMaxLifetime: time.Duration(cfg.JWTMaxLifetime), JWTAllowNoExp: cfg.JWTAllowNoExp}
+	if cfg.MetricsToken != "" && len(cfg.MetricsToken) < 8 {
+		return nil, fmt.Errorf("metrics_token is shorter than 8 characters: use a long random token")
+	}
 	if cfg.JWTPublicKeyFile != "" {
 		b, err := os.ReadFile(cfg.JWTPublicKeyFile)
 		if err != nil {

@@ -296,6 +296,9 @@ func TestAuth(t *testing.T) {
 		c.JWTPublicKey = base64.RawURLEncoding.EncodeToString(pub)
 	})
 	jwtFor := func(claims jwt.MapClaims) string {
+		if _, ok := claims["exp"]; !ok {
+			claims["exp"] = time.Now().Add(time.Hour).Unix()
+		}
 		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims).SignedString(priv)
 		if err != nil {
 			t.Fatal(err)
@@ -322,6 +325,15 @@ func TestAuth(t *testing.T) {
 	expect(t, query(t, base, "a", jwtFor(jwt.MapClaims{"a": "ro"}), `{"sql":"SELECT 1"}`), 200)
 	expect(t, query(t, base, "a", jwtFor(jwt.MapClaims{"id": "other"}), `{"sql":"SELECT 1"}`), 403)
 	expect(t, query(t, base, "a", jwtFor(jwt.MapClaims{"exp": time.Now().Add(-time.Hour).Unix()}), `{"sql":"SELECT 1"}`), 401)
+	// A JWT that never expires, or lives longer than the server allows, is refused.
+	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"a": "rw"}).SignedString(priv)
+	if r := query(t, base, "a", noExp, `{"sql":"SELECT 1"}`); r.status != 401 || !bytes.Contains(r.body, []byte("no exp claim")) {
+		t.Fatalf("JWT without exp: %d %s", r.status, r.body)
+	}
+	long := jwtFor(jwt.MapClaims{"iat": time.Now().Unix(), "exp": time.Now().Add(8 * 24 * time.Hour).Unix()})
+	if r := query(t, base, "a", long, `{"sql":"SELECT 1"}`); r.status != 401 || !bytes.Contains(r.body, []byte("maximum")) {
+		t.Fatalf("JWT beyond the maximum lifetime: %d %s", r.status, r.body)
+	}
 	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
 	forged, _ := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"a": "rw"}).SignedString(otherKey)
 	expect(t, query(t, base, "a", forged, `{"sql":"SELECT 1"}`), 401)

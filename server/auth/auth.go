@@ -10,15 +10,18 @@ package auth
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -48,6 +51,20 @@ type Principal struct {
 	Name      string   // for logs: "anonymous", "token #2", "jwt"
 	Access    Access   //
 	Databases []string // nil: every database
+	// ID identifies the credential (a hash of the static token, the JWT's
+	// subject, or a hash of a JWT without one), never the secret itself.
+	// Streams and quotas are keyed by it.
+	ID string
+}
+
+// Key is the identity a stream is bound to: the credential and the access
+// it grants, so that a read-only token cannot continue a stream opened with
+// a read-write one, even for the same subject.
+func (p *Principal) Key() string {
+	if p == nil {
+		return anonymous.Key()
+	}
+	return fmt.Sprintf("%s|%d|%s", p.ID, p.Access, strings.Join(p.Databases, ","))
 }
 
 // CanRead reports whether p may read db.
@@ -71,17 +88,30 @@ type Token struct {
 type Config struct {
 	Tokens       []Token
 	JWTPublicKey string // PEM (PUBLIC KEY) or base64/base64url of the raw 32-byte Ed25519 key; "" = no JWTs
+	// JWTMaxLifetime rejects a JWT valid for longer than this (from its iat,
+	// or from now when it has none). Zero: DefaultJWTMaxLifetime; negative: no limit.
+	JWTMaxLifetime time.Duration
+	// JWTAllowNoExp accepts JWTs without an exp claim (they never expire).
+	JWTAllowNoExp bool
 }
+
+// DefaultJWTMaxLifetime bounds how long a leaked JWT stays usable.
+const DefaultJWTMaxLifetime = 7 * 24 * time.Hour
 
 // Authenticator checks bearer credentials.
 type Authenticator struct {
-	tokens []Token
-	jwtKey ed25519.PublicKey
+	tokens     []Token
+	jwtKey     ed25519.PublicKey
+	maxLife    time.Duration
+	allowNoExp bool
 }
 
 // New validates cfg.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{}
+	a := &Authenticator{maxLife: cfg.JWTMaxLifetime, allowNoExp: cfg.JWTAllowNoExp}
+	if a.maxLife == 0 {
+		a.maxLife = DefaultJWTMaxLifetime
+	}
 	for i, t := range cfg.Tokens {
 		if len(t.Token) < 8 {
 			return nil, fmt.Errorf("token #%d is shorter than 8 characters: use a long random token", i+1)
@@ -128,7 +158,7 @@ func parsePublicKey(s string) (ed25519.PublicKey, error) {
 // ErrUnauthorized: missing or invalid credentials.
 var ErrUnauthorized = errors.New("unauthorized")
 
-var anonymous = &Principal{Name: "anonymous", Access: ReadWrite}
+var anonymous = &Principal{Name: "anonymous", Access: ReadWrite, ID: "anonymous"}
 
 // Authenticate returns the principal for an Authorization header value.
 func (a *Authenticator) Authenticate(header string) (*Principal, error) {
@@ -142,7 +172,7 @@ func (a *Authenticator) Authenticate(header string) (*Principal, error) {
 	cred = strings.TrimSpace(cred)
 	for i, t := range a.tokens {
 		if subtle.ConstantTimeCompare([]byte(cred), []byte(t.Token)) == 1 {
-			return &Principal{Name: fmt.Sprintf("token #%d", i+1), Access: t.Access, Databases: t.Databases}, nil
+			return &Principal{Name: fmt.Sprintf("token #%d", i+1), Access: t.Access, Databases: t.Databases, ID: "token:" + digest(t.Token)}, nil
 		}
 	}
 	if a.jwtKey != nil && strings.Count(cred, ".") == 2 {
@@ -161,20 +191,46 @@ type claims struct {
 
 func (a *Authenticator) verifyJWT(tok string) (*Principal, error) {
 	var c claims
-	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return a.jwtKey, nil },
-		jwt.WithValidMethods([]string{"EdDSA"}))
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{"EdDSA"})}
+	if !a.allowNoExp {
+		opts = append(opts, jwt.WithExpirationRequired())
+	}
+	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return a.jwtKey, nil }, opts...)
 	if err != nil {
+		if errors.Is(err, jwt.ErrTokenRequiredClaimMissing) {
+			return nil, fmt.Errorf("%w: the JWT has no exp claim and would never expire: mint it with an expiry (at most %s) or set jwt_allow_no_exp: true", ErrUnauthorized, a.maxLife)
+		}
 		return nil, fmt.Errorf("%w: invalid JWT: %v", ErrUnauthorized, err)
+	}
+	if a.maxLife > 0 && c.ExpiresAt != nil {
+		from := time.Now()
+		if c.IssuedAt != nil {
+			from = c.IssuedAt.Time
+		}
+		if life := c.ExpiresAt.Sub(from); life > a.maxLife {
+			return nil, fmt.Errorf("%w: the JWT is valid for %s, longer than the server's maximum of %s: mint a shorter-lived token or raise jwt_max_lifetime",
+				ErrUnauthorized, life.Round(time.Second), a.maxLife)
+		}
 	}
 	acc, err := ParseAccess(c.A)
 	if err != nil {
 		return nil, fmt.Errorf("%w: JWT claim a: %v", ErrUnauthorized, err)
 	}
-	p := &Principal{Name: "jwt", Access: acc}
+	id := "jwt:" + digest(tok)
+	if c.Subject != "" {
+		id = "jwt-sub:" + c.Subject
+	}
+	p := &Principal{Name: "jwt", Access: acc, ID: id}
 	if c.ID != "" {
 		p.Databases = []string{c.ID}
 	}
 	return p, nil
+}
+
+// digest names a secret without revealing it.
+func digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:16])
 }
 
 type ctxKey struct{}

@@ -52,7 +52,8 @@ type Options struct {
 	UploadTimeout    time.Duration // per Sync [30s]
 	MaxGroupRequests int           // requests per write group [1000]
 	ReadConns        int           // read connections per database [4]
-	MaxSessions      int           // interactive sessions per database [64]
+	MaxSessions      int           // read-write interactive sessions per database [64]
+	MaxReadSessions  int           // read-only interactive sessions per database, a separate budget [64]
 	Logger           *slog.Logger
 	Observer         Observer
 	// Lease, if set, makes this instance write a database only while it
@@ -79,6 +80,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 64
+	}
+	if o.MaxReadSessions <= 0 {
+		o.MaxReadSessions = 64
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

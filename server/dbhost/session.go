@@ -2,6 +2,7 @@ package dbhost
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 )
@@ -10,10 +11,11 @@ import (
 // locks order it with the write groups: while it holds a write transaction
 // the writer's BEGIN IMMEDIATE waits (busy timeout), and vice versa.
 type session struct {
-	db     *database
-	mu     sync.Mutex
-	c      *conn
-	closed bool
+	db       *database
+	readOnly bool
+	mu       sync.Mutex
+	c        *conn
+	closed   bool
 }
 
 // Session opens a dedicated connection; see Database.Session.
@@ -30,20 +32,36 @@ func (db *database) session(ctx context.Context, readOnly bool) (Session, error)
 	if db.closed {
 		return nil, db.unavailable("closing; retry")
 	}
-	db.sessMu.Lock()
-	n := len(db.sessions)
-	db.sessMu.Unlock()
-	if n >= db.opts.MaxSessions {
-		return nil, db.unavailable("too many interactive sessions open; close some or retry later")
+	// Read-only and read-write sessions have budgets of their own, so that
+	// readers holding sessions never lock writers out of transactions.
+	limit, kind := db.opts.MaxSessions, "read-write"
+	if readOnly {
+		limit, kind = db.opts.MaxReadSessions, "read-only"
 	}
+	s := &session{db: db, readOnly: readOnly}
+	db.sessMu.Lock()
+	n := 0
+	for o := range db.sessions {
+		if o.readOnly == readOnly {
+			n++
+		}
+	}
+	if n >= limit {
+		db.sessMu.Unlock()
+		return nil, db.unavailable(fmt.Sprintf("%d %s interactive transactions are already open (the limit per database); commit or roll back some, or retry later", limit, kind))
+	}
+	db.sessions[s] = struct{}{} // reserved before opening, so concurrent opens respect the limit
+	db.sessMu.Unlock()
 	c, err := openConn(db.path, readOnly, db.opts.StatementTimeout)
 	if err != nil {
+		db.sessMu.Lock()
+		delete(db.sessions, s)
+		db.sessMu.Unlock()
 		return nil, errorf("INTERNAL", http.StatusInternalServerError, err.Error())
 	}
-	s := &session{db: db, c: c}
-	db.sessMu.Lock()
-	db.sessions[s] = struct{}{}
-	db.sessMu.Unlock()
+	s.mu.Lock()
+	s.c = c
+	s.mu.Unlock()
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -277,5 +278,75 @@ func TestGoClient(t *testing.T) {
 	mustExecSQL("INSERT INTO g (i, s) VALUES (30, 'a'); INSERT INTO g (i, s) VALUES (31, 'b')")
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM g WHERE s IN ('a', 'b')").Scan(&count); err != nil || count != 2 {
 		t.Fatalf("multi-statement exec: %d %v", count, err)
+	}
+}
+
+// The stock Go client's interactive transaction, under a token of its own,
+// commits durably while another token holds every stream it may open and
+// keeps asking for more (which it is refused, loudly).
+func TestGoClientTransactionUnaffectedByAnotherTokensStreamFlood(t *testing.T) {
+	dir := t.TempDir()
+	store, err := file.New(filepath.Join(dir, "replica"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.NewWithStore(server.Config{DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", Durability: "sync",
+		Tokens: []server.TokenConfig{{Token: "flooder-123", Access: "ro", Databases: []string{"a"}}, {Token: "victim-1234", Databases: []string{"b"}}},
+		Hrana:  server.Hrana{MaxStreamsPerToken: 50, IdleTimeout: server.Duration(time.Hour)}},
+		store, slog.New(slog.DiscardHandler), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := srv.Host().Create(context.Background(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	refused := 0
+	for i := 0; i < 200; i++ {
+		req, _ := http.NewRequest("POST", hs.URL+"/db/a/v3/pipeline",
+			strings.NewReader(`{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT 1"}}]}`))
+		req.Header.Set("Authorization", "Bearer flooder-123")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused != 150 {
+		t.Fatalf("flooder refused %d times, want 150 (quota 50 of 200)", refused)
+	}
+	db, err := sql.Open("libsql", hs.URL+"/db/b?authToken=victim-1234")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (x)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("victim's committed rows: %d %v, want 1", n, err)
 	}
 }

@@ -25,12 +25,13 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	s, status, e := h.acquire(body.Baton, db)
+	s, status, e := h.acquire(body.Baton, db, ownerFrom(r.Context()), false)
 	if e != nil {
 		writeHTTPError(w, status, e)
 		return
 	}
-	x := &execution{h: h, s: s, ctx: r.Context()}
+	x, cancel := h.newExecution(r.Context(), s)
+	defer cancel()
 	var (
 		res    *batchResultJSON
 		failed *Error

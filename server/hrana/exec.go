@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -32,8 +33,31 @@ type outcome struct {
 type execution struct {
 	h        *Handler
 	s        *stream
-	ctx      context.Context
+	ctx      context.Context // the request's, bounded by RequestTimeout
+	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
+}
+
+// newExecution bounds the request's total run time; call the returned
+// cancel when the request is answered.
+func (h *Handler) newExecution(ctx context.Context, s *stream) (*execution, context.CancelFunc) {
+	bounded, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
+	return &execution{h: h, s: s, ctx: bounded, parent: ctx}, cancel
+}
+
+// errRequestTimedOut makes a write group roll back the request that ran
+// past its deadline (its statements' own errors would not).
+var errRequestTimedOut = errors.New("hrana: request timeout")
+
+// timedOut reports the request's deadline as a Hrana error, or nil while it
+// has time left (or when the client, not the deadline, ended it).
+func (x *execution) timedOut() *Error {
+	if x.ctx.Err() == nil || (x.parent != nil && x.parent.Err() != nil) {
+		return nil
+	}
+	return &Error{Code: "REQUEST_TIMEOUT", Message: fmt.Sprintf(
+		"the request on database %q ran for more than %s (the request timeout) and was interrupted; what it ran was rolled back: split the work into smaller requests",
+		x.s.db.Name(), x.h.cfg.RequestTimeout)}
 }
 
 var (
@@ -145,6 +169,12 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	bm, err := x.h.runAuto(x.ctx, x.s.db, plain, func(c dbhost.Conn) error {
 		rc := &runConn{conn: c, pooled: true, virtual: virtual}
 		out = rc.run(x.ctx, steps)
+		if x.ctx.Err() != nil {
+			if virtual && rc.virtualOpen {
+				rc.abortVirtual(context.WithoutCancel(x.ctx))
+			}
+			return errRequestTimedOut
+		}
 		if virtual && rc.virtualOpen {
 			rc.abortVirtual(x.ctx)
 			return errTxLeftOpen
@@ -153,6 +183,9 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	})
 	if errors.Is(err, errTxLeftOpen) {
 		return outcome{}, errTxLeftOpenErr
+	}
+	if e := x.timedOut(); e != nil && err != nil {
+		return outcome{}, e
 	}
 	if err != nil {
 		return outcome{}, toError(err, x.s.db.Name())
@@ -195,18 +228,51 @@ func (h *Handler) runAuto(ctx context.Context, db dbhost.Database, sqls []string
 }
 
 func (x *execution) openSession() *Error {
+	h, owner := x.h, x.s.owner
+	h.mu.Lock()
+	if owner != "" && h.sessions[owner] >= h.cfg.MaxSessionsPerToken {
+		h.mu.Unlock()
+		return &Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
+			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", h.cfg.MaxSessionsPerToken)}
+	}
+	h.sessions[owner]++
+	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(x.ctx, x.h.cfg.TxTimeout)
 	defer cancel()
 	sess, err := x.s.db.Session(ctx)
 	if err != nil {
+		h.releaseSessionSlot(owner)
 		if ctx.Err() != nil && x.ctx.Err() == nil {
 			return &Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
 				"database %q: no transaction could start within %s because another transaction holds the writer; retry", x.s.db.Name(), x.h.cfg.TxTimeout)}
 		}
 		return toError(err, x.s.db.Name())
 	}
-	x.s.sess, x.s.txStart, x.s.readOnlyTx = sess, time.Now(), false
+	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, h: h, owner: owner}, time.Now(), false
 	return nil
+}
+
+// countedSession returns its owner's session slot when it is closed; every
+// way a stream's session ends goes through Close.
+type countedSession struct {
+	dbhost.Session
+	h     *Handler
+	owner string
+	once  sync.Once
+}
+
+func (c *countedSession) Close(ctx context.Context) (dbhost.Bookmark, error) {
+	bm, err := c.Session.Close(ctx)
+	c.once.Do(func() { c.h.releaseSessionSlot(c.owner) })
+	return bm, err
+}
+
+func (h *Handler) releaseSessionSlot(owner string) {
+	h.mu.Lock()
+	if h.sessions[owner]--; h.sessions[owner] <= 0 {
+		delete(h.sessions, owner)
+	}
+	h.mu.Unlock()
 }
 
 // onSession runs steps on the stream's session, bounded by the transaction
@@ -226,6 +292,13 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx
+	if e := x.timedOut(); e != nil && !s.sess.Autocommit() {
+		// The transaction held the writer (or a session) past the request's
+		// limit: roll it back whole rather than leave it half applied.
+		x.endSession()
+		s.dead = e
+		return outcome{}, e
+	}
 	if !s.sess.Autocommit() {
 		return out, nil
 	}

@@ -29,6 +29,22 @@ type Config struct {
 	BatonKey []byte
 	Logger   *slog.Logger
 	Version  string
+
+	// Stream quotas, so that no caller can exhaust streams another needs:
+	// open streams per token (WithOwner), per database and in all.
+	// Defaults 1000, 5000, 20000.
+	MaxStreamsPerToken    int
+	MaxStreamsPerDatabase int
+	MaxStreams            int
+	// MaxSessionsPerToken bounds the interactive transactions one token holds
+	// open at once (the database's own budget bounds them per database).
+	// Default 16.
+	MaxSessionsPerToken int
+	// RequestTimeout bounds one HTTP request: every statement of its batches
+	// and pipeline, including the time it holds the writer. Past it the
+	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
+	// Default 10 s.
+	RequestTimeout time.Duration
 }
 
 const (
@@ -36,7 +52,12 @@ const (
 	defaultTxTimeout   = 5 * time.Second
 	maxBodyBytes       = 8 << 20 // same default as the server's request limit
 	maxStoredSQL       = 150     // per stream, as sqld
-	maxStreams         = 10000
+
+	defaultMaxStreamsPerToken    = 1000
+	defaultMaxStreamsPerDatabase = 5000
+	defaultMaxStreams            = 20000
+	defaultMaxSessionsPerToken   = 16
+	defaultRequestTimeout        = 10 * time.Second
 )
 
 // Handler serves Hrana over HTTP for the database found in the request context.
@@ -46,9 +67,13 @@ type Handler struct {
 	signer batonSigner
 	ro     readOnlyCache
 
-	mu      sync.Mutex
-	streams map[streamID]*stream
-	closed  bool
+	mu       sync.Mutex
+	streams  map[streamID]*stream
+	perOwner map[string]int // counted streams by owner
+	perDB    map[string]int // counted streams by database
+	total    int            // counted streams
+	sessions map[string]int // interactive sessions by owner
+	closed   bool
 
 	stop      chan struct{}
 	reaperOut chan struct{}
@@ -62,6 +87,13 @@ func NewHandler(cfg Config) *Handler {
 	}
 	if cfg.TxTimeout <= 0 {
 		cfg.TxTimeout = defaultTxTimeout
+	}
+	cfg.MaxStreamsPerToken = orDefault(cfg.MaxStreamsPerToken, defaultMaxStreamsPerToken)
+	cfg.MaxStreamsPerDatabase = orDefault(cfg.MaxStreamsPerDatabase, defaultMaxStreamsPerDatabase)
+	cfg.MaxStreams = orDefault(cfg.MaxStreams, defaultMaxStreams)
+	cfg.MaxSessionsPerToken = orDefault(cfg.MaxSessionsPerToken, defaultMaxSessionsPerToken)
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = defaultRequestTimeout
 	}
 	key := cfg.BatonKey
 	if len(key) == 0 {
@@ -79,6 +111,9 @@ func NewHandler(cfg Config) *Handler {
 		log:       log,
 		signer:    batonSigner{key: key},
 		streams:   map[streamID]*stream{},
+		perOwner:  map[string]int{},
+		perDB:     map[string]int{},
+		sessions:  map[string]int{},
 		stop:      make(chan struct{}),
 		reaperOut: make(chan struct{}),
 	}
@@ -86,7 +121,30 @@ func NewHandler(cfg Config) *Handler {
 	return h
 }
 
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 type dbKey struct{}
+
+type ownerKey struct{}
+
+// WithOwner returns ctx carrying the identity of the caller (for example a
+// hash of its token and its access level). Streams are bound to it: a baton
+// is refused for any other owner, and quotas are counted per owner. The
+// empty owner (a server without credentials: one caller) has no per-token
+// quotas; the per-database and total ones still apply.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+func ownerFrom(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
+}
 
 // WithDatabase returns ctx carrying the database a request addresses.
 func WithDatabase(ctx context.Context, db dbhost.Database) context.Context {

@@ -20,12 +20,17 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 			return
 		}
 	}
-	s, status, e := h.acquire(body.Baton, db)
+	// A pipeline that ends with close never keeps its stream, so it needs
+	// no slot of the stream quotas (one-shot queries work at any load).
+	n := len(body.Requests)
+	oneShot := n > 0 && body.Requests[n-1].Type == "close"
+	s, status, e := h.acquire(body.Baton, db, ownerFrom(r.Context()), oneShot)
 	if e != nil {
 		writeHTTPError(w, status, e)
 		return
 	}
-	x := &execution{h: h, s: s, ctx: r.Context()}
+	x, cancel := h.newExecution(r.Context(), s)
+	defer cancel()
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
@@ -46,6 +51,9 @@ func (x *execution) handle(req *streamRequest) streamResult {
 	}
 	if s.dead != nil {
 		return errResult(s.dead)
+	}
+	if e := x.timedOut(); e != nil && req.Type != "close" {
+		return errResult(e)
 	}
 	switch req.Type {
 	case "execute":

@@ -1,6 +1,7 @@
 package hrana
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -223,11 +224,30 @@ func TestBatonsAreSingleUseAndUnforgeable(t *testing.T) {
 	if status != http.StatusBadRequest || out["code"] != "BATON_REUSED" || out["error"] == "" {
 		t.Fatalf("reused baton: %d %v", status, out)
 	}
-	s := baton2.(string)
-	forged := s[:len(s)-2] + map[bool]string{true: "AA", false: "AB"}[strings.HasSuffix(s, "AB")]
-	status, out = post(t, a+"/v2/pipeline", map[string]any{"baton": forged, "requests": []any{execReq("SELECT 3")}})
-	if status != http.StatusBadRequest || out["code"] != "BATON_INVALID" {
-		t.Fatalf("forged baton: %d %v", status, out)
+	// Forge by changing the decoded bytes (one in the sequence number, one in
+	// the MAC), and by re-spelling the same bytes with non-canonical padding
+	// bits: all are refused.
+	raw, err := base64.RawURLEncoding.DecodeString(baton2.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forgeries []string
+	for _, i := range []int{streamIDLen + 7, len(raw) - 1} {
+		b := append([]byte(nil), raw...)
+		b[i] ^= 0x01
+		forgeries = append(forgeries, base64.RawURLEncoding.EncodeToString(b))
+	}
+	s := baton2.(string) // 40 bytes in 54 characters: the last one carries 4 unused bits
+	last := strings.IndexByte(base64URLAlphabet, s[len(s)-1])
+	forgeries = append(forgeries, s[:len(s)-1]+string(base64URLAlphabet[last|1]))
+	for _, forged := range forgeries {
+		if forged == s {
+			t.Fatalf("forgery equals the baton")
+		}
+		status, out = post(t, a+"/v2/pipeline", map[string]any{"baton": forged, "requests": []any{execReq("SELECT 3")}})
+		if status != http.StatusBadRequest || out["code"] != "BATON_INVALID" {
+			t.Fatalf("forged baton %q: %d %v", forged, status, out)
+		}
 	}
 	status, out = post(t, b+"/v2/pipeline", map[string]any{"baton": baton2, "requests": []any{execReq("SELECT 3")}})
 	if status != http.StatusBadRequest || out["code"] != "BATON_INVALID" {
@@ -237,6 +257,8 @@ func TestBatonsAreSingleUseAndUnforgeable(t *testing.T) {
 	_, res := pipe(t, a, baton2, execReq("SELECT 4"), closeReq)
 	mustOK(t, res[0])
 }
+
+const base64URLAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 func TestTransactionTimeoutRollsBackAndFreesTheWriter(t *testing.T) {
 	ts := newTestServer(t, Config{TxTimeout: 200 * time.Millisecond, IdleTimeout: 10 * time.Second})

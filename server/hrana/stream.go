@@ -16,6 +16,8 @@ import (
 type stream struct {
 	id       streamID
 	db       dbhost.Database
+	owner    string // the caller's identity (WithOwner); batons carry it
+	counted  bool   // holds a slot of its owner's and its database's quotas
 	seq      uint64 // sequence number the next baton must carry
 	busy     bool
 	lastUsed time.Time
@@ -30,8 +32,8 @@ type stream struct {
 	dead   *Error // the server ended it (timeout); told to the next request
 }
 
-func (h *Handler) newStream(db dbhost.Database) (*stream, *Error) {
-	s := &stream{db: db, busy: true}
+func (h *Handler) newStream(db dbhost.Database, owner string) (*stream, *Error) {
+	s := &stream{db: db, owner: owner, busy: true}
 	if _, err := rand.Read(s.id[:]); err != nil {
 		return nil, &Error{Code: "INTERNAL_ERROR", Message: "no randomness for a stream id: " + err.Error()}
 	}
@@ -40,28 +42,48 @@ func (h *Handler) newStream(db dbhost.Database) (*stream, *Error) {
 
 // acquire returns the stream a baton names (a new one for a nil baton) and
 // marks it busy, or an HTTP status and error when the baton is unusable.
-func (h *Handler) acquire(baton *string, db dbhost.Database) (*stream, int, *Error) {
+// A new stream that may outlive the request (oneShot false) takes a slot of
+// its owner's and its database's stream quotas first: a request that could
+// not keep its stream fails here, before anything runs, instead of losing
+// its transaction when it is answered.
+func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneShot bool) (*stream, int, *Error) {
 	if baton == nil || *baton == "" {
-		s, e := h.newStream(db)
+		s, e := h.newStream(db, owner)
 		if e != nil {
 			return nil, http.StatusInternalServerError, e
 		}
+		if !oneShot {
+			h.mu.Lock()
+			e = h.reserve(s)
+			h.mu.Unlock()
+			if e != nil {
+				return nil, http.StatusTooManyRequests, e
+			}
+		}
 		return s, 0, nil
 	}
-	id, seq, ok := h.signer.decode(*baton, db.Name())
+	id, seq, ok := h.signer.decode(*baton, db.Name(), owner)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if !ok {
+		if pid, pseq, _, parsed := parseBaton(*baton); parsed {
+			if other := h.streams[pid]; other != nil && other.owner != owner && other.db.Name() == db.Name() {
+				if _, _, genuine := h.signer.decode(*baton, db.Name(), other.owner); genuine && pseq <= other.seq {
+					return nil, http.StatusForbidden, &Error{Code: "BATON_FORBIDDEN", Message: fmt.Sprintf(
+						"the baton belongs to a stream on database %q that another token opened; a stream can only be continued with the credentials that opened it: start a new stream with a null baton", db.Name())}
+				}
+			}
+		}
 		return nil, http.StatusBadRequest, &Error{Code: "BATON_INVALID", Message: fmt.Sprintf(
 			"the baton is not valid for database %q (forged, corrupted or issued for another database); start a new stream with a null baton", db.Name())}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	s := h.streams[id]
-	if s == nil || s.db.Name() != db.Name() {
+	if s == nil || s.db.Name() != db.Name() || s.owner != owner {
 		return nil, http.StatusBadRequest, &Error{Code: "STREAM_EXPIRED", Message: fmt.Sprintf(
 			"the stream on database %q is closed or expired (idle for more than %s); its transaction, if any, was rolled back: start a new stream", db.Name(), h.cfg.IdleTimeout)}
 	}
 	if s.dead != nil {
-		delete(h.streams, id)
+		h.forget(s)
 		return nil, http.StatusBadRequest, s.dead
 	}
 	if s.busy || seq != s.seq {
@@ -72,6 +94,50 @@ func (h *Handler) acquire(baton *string, db dbhost.Database) (*stream, int, *Err
 	return s, 0, nil
 }
 
+// reserve takes s's slots in the quotas, or says which quota is full.
+// Called with h.mu held.
+func (h *Handler) reserve(s *stream) *Error {
+	if h.closed {
+		return &Error{Code: "UNAVAILABLE", Message: "the server is shutting down; retry on another instance"}
+	}
+	name := s.db.Name()
+	switch {
+	case s.owner != "" && h.perOwner[s.owner] >= h.cfg.MaxStreamsPerToken:
+		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+			"this token already has %d open streams (the limit per token); close streams it no longer uses (or let them idle out after %s), then retry",
+			h.cfg.MaxStreamsPerToken, h.cfg.IdleTimeout)}
+	case h.perDB[name] >= h.cfg.MaxStreamsPerDatabase:
+		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+			"database %q already has %d open streams (the limit per database); retry later", name, h.cfg.MaxStreamsPerDatabase)}
+	case h.total >= h.cfg.MaxStreams:
+		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+			"the server already has %d open streams (its limit); retry later", h.cfg.MaxStreams)}
+	}
+	h.perOwner[s.owner]++
+	h.perDB[name]++
+	h.total++
+	s.counted = true
+	return nil
+}
+
+// forget unregisters s and returns its quota slots. Called with h.mu held.
+func (h *Handler) forget(s *stream) {
+	delete(h.streams, s.id)
+	if !s.counted {
+		return
+	}
+	s.counted = false
+	h.total--
+	if h.perOwner[s.owner]--; h.perOwner[s.owner] <= 0 {
+		delete(h.perOwner, s.owner)
+	}
+	if name := s.db.Name(); h.perDB[name] > 1 {
+		h.perDB[name]--
+	} else {
+		delete(h.perDB, name)
+	}
+}
+
 // release ends a request on s and returns the baton for the next one (nil if
 // the stream is closed). Streams that never outlive one request are never
 // registered.
@@ -79,23 +145,27 @@ func (h *Handler) release(s *stream) *string {
 	h.mu.Lock()
 	s.busy = false
 	s.lastUsed = time.Now()
-	if s.closed || s.dead != nil {
-		delete(h.streams, s.id)
-		h.mu.Unlock()
-		return nil
-	}
-	if h.closed || (len(h.streams) >= maxStreams && h.streams[s.id] == nil) {
+	if s.closed || s.dead != nil || h.closed {
+		h.forget(s)
 		h.mu.Unlock()
 		s.closed = true
 		if s.sess != nil {
-			h.closeSession(s.sess, "too many open streams")
+			h.closeSession(s.sess, "stream closed")
 			s.sess = nil
 		}
 		return nil
 	}
+	if !s.counted {
+		// A one-shot stream its request left open (it did not end with a
+		// close): keep it, over quota if need be, rather than drop its work.
+		h.perOwner[s.owner]++
+		h.perDB[s.db.Name()]++
+		h.total++
+		s.counted = true
+	}
 	s.seq++
 	h.streams[s.id] = s
-	baton := h.signer.encode(s.id, s.seq, s.db.Name())
+	baton := h.signer.encode(s.id, s.seq, s.db.Name(), s.owner)
 	h.mu.Unlock()
 	return &baton
 }
@@ -134,7 +204,7 @@ func (h *Handler) reapOnce(now time.Time) {
 	}
 	var victims []victim
 	h.mu.Lock()
-	for id, s := range h.streams {
+	for _, s := range h.streams {
 		if s.busy {
 			continue // the request's context carries the transaction deadline
 		}
@@ -150,7 +220,7 @@ func (h *Handler) reapOnce(now time.Time) {
 				victims = append(victims, victim{s.sess, s.db.Name(), "idle timeout"})
 				s.sess = nil
 			}
-			delete(h.streams, id)
+			h.forget(s)
 		}
 	}
 	h.mu.Unlock()

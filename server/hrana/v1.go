@@ -1,6 +1,7 @@
 package hrana
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -28,7 +29,8 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
 		return
 	}
-	x := h.oneShot(r, db)
+	x, cancel := h.oneShot(r, db)
+	defer cancel()
 	defer x.endSession()
 	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
 	if e == nil {
@@ -55,7 +57,8 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	x := h.oneShot(r, db)
+	x, cancel := h.oneShot(r, db)
+	defer cancel()
 	defer x.endSession()
 	res, e := x.batch(body.Batch)
 	if e != nil {
@@ -67,8 +70,8 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database) *execution {
-	return &execution{h: h, s: &stream{db: db, busy: true}, ctx: r.Context()}
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database) (*execution, context.CancelFunc) {
+	return h.newExecution(r.Context(), &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
 }
 
 // statusOf picks the HTTP status of a v1 statement error: client errors are
@@ -79,7 +82,7 @@ func statusOf(e *Error) int {
 		return http.StatusServiceUnavailable
 	case "INTERNAL_ERROR":
 		return http.StatusInternalServerError
-	case "TIMEOUT", "TRANSACTION_TIMEOUT":
+	case "TIMEOUT", "TRANSACTION_TIMEOUT", "REQUEST_TIMEOUT":
 		return http.StatusRequestTimeout
 	case "FORBIDDEN":
 		return http.StatusForbidden

@@ -23,8 +23,14 @@ type Registry struct {
 }
 
 type metric interface {
-	write(w io.Writer)
+	write(w io.Writer, keep Filter)
 }
+
+// Filter decides whether one series is written, from its label names and
+// values; nil keeps every series.
+type Filter func(names, values []string) bool
+
+func (f Filter) keeps(names, values []string) bool { return f == nil || f(names, values) }
 
 // Sample is one gauge value with its label values.
 type Sample struct {
@@ -76,11 +82,14 @@ func (c *Counter) Value(labelValues ...string) float64 {
 	return c.values[key(labelValues)]
 }
 
-func (c *Counter) write(w io.Writer) {
+func (c *Counter) write(w io.Writer, keep Filter) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", c.name, c.help, c.name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range sortedKeys(c.values) {
+		if !keep.keeps(c.labels, split(k)) {
+			continue
+		}
 		fmt.Fprintf(w, "%s%s %s\n", c.name, labelString(c.labels, split(k), "", ""), num(c.values[k]))
 	}
 }
@@ -135,7 +144,7 @@ func (h *Histogram) Count(labelValues ...string) uint64 {
 	return 0
 }
 
-func (h *Histogram) write(w io.Writer) {
+func (h *Histogram) write(w io.Writer, keep Filter) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", h.name, h.help, h.name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -146,6 +155,9 @@ func (h *Histogram) write(w io.Writer) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		s, lv := h.series[k], split(k)
+		if !keep.keeps(h.labels, lv) {
+			continue
+		}
 		var cum uint64
 		for i, b := range h.buckets {
 			cum += s.counts[i]
@@ -165,17 +177,24 @@ func (r *Registry) GaugeFunc(name, help string, labels []string, fn func() []Sam
 }
 
 // WriteText writes every metric in Prometheus text format 0.0.4.
-func (r *Registry) WriteText(w io.Writer) {
+func (r *Registry) WriteText(w io.Writer) { r.WriteFiltered(w, nil) }
+
+// WriteFiltered writes the series keep accepts (for a scraper that may see
+// only some of them, e.g. some databases).
+func (r *Registry) WriteFiltered(w io.Writer, keep Filter) {
 	r.mu.Lock()
 	metrics := append([]metric(nil), r.metrics...)
 	gauges := append([]gaugeFunc(nil), r.gauges...)
 	r.mu.Unlock()
 	for _, m := range metrics {
-		m.write(w)
+		m.write(w, keep)
 	}
 	for _, g := range gauges {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", g.name, g.help, g.name)
 		for _, s := range g.fn() {
+			if !keep.keeps(g.labels, s.Labels) {
+				continue
+			}
 			fmt.Fprintf(w, "%s%s %s\n", g.name, labelString(g.labels, s.Labels, "", ""), num(s.Value))
 		}
 	}
