@@ -20,17 +20,23 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 			return
 		}
 	}
+	ctx, idem, e := requestContext(r, body.Requests)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	s, status, e := h.acquire(body.Baton, db)
 	if e != nil {
 		writeHTTPError(w, status, e)
 		return
 	}
-	x := &execution{h: h, s: s, ctx: r.Context()}
+	x := &execution{h: h, s: s, ctx: ctx}
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
 	}
 	resp.Baton = h.release(s)
+	markReplayed(w, idem)
 	writeJSON(w, http.StatusOK, resp, x.bookmark)
 }
 

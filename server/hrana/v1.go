@@ -28,12 +28,17 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
 		return
 	}
-	x := h.oneShot(r, db)
+	x, idem, e := h.oneShot(r, db, body.Stmt)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	defer x.endSession()
 	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
 	if e == nil {
 		e = out.errs[0]
 	}
+	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
 		return
@@ -55,9 +60,14 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	x := h.oneShot(r, db)
+	x, idem, e := h.oneShot(r, db, body.Batch)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	defer x.endSession()
 	res, e := x.batch(body.Batch)
+	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
 		return
@@ -67,8 +77,13 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database) *execution {
-	return &execution{h: h, s: &stream{db: db, busy: true}, ctx: r.Context()}
+// request is what the request's Idempotency-Key covers.
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *dbhost.Idempotency, *Error) {
+	ctx, idem, e := requestContext(r, request)
+	if e != nil {
+		return nil, nil, e
+	}
+	return &execution{h: h, s: &stream{db: db, busy: true}, ctx: ctx}, idem, nil
 }
 
 // statusOf picks the HTTP status of a v1 statement error: client errors are
@@ -77,8 +92,10 @@ func statusOf(e *Error) int {
 	switch e.Code {
 	case "UNAVAILABLE":
 		return http.StatusServiceUnavailable
-	case "INTERNAL_ERROR":
+	case "INTERNAL_ERROR", dbhost.CodeNotDurable:
 		return http.StatusInternalServerError
+	case dbhost.CodeKeyReused:
+		return http.StatusUnprocessableEntity
 	case "TIMEOUT", "TRANSACTION_TIMEOUT":
 		return http.StatusRequestTimeout
 	case "FORBIDDEN":
