@@ -70,6 +70,20 @@ func TestIdempotencyKeyReplaysFirstAnswer(t *testing.T) {
 		t.Fatalf("a read was replayed")
 	}
 
+	// The durability check of a bookmark.
+	bm := first.header.Get("Sluice-Bookmark")
+	chk := do(t, "GET", ts.URL+"/v1/databases/default/bookmark/"+bm, "", "")
+	expect(t, chk, 200)
+	if chk.json(t)["durable"] != true {
+		t.Fatalf("bookmark %s of an acknowledged write not durable: %s", bm, chk.body)
+	}
+	chk = do(t, "GET", ts.URL+"/v1/databases/default/bookmark/1000000", "", "")
+	expect(t, chk, 200)
+	if chk.json(t)["durable"] != false {
+		t.Fatalf("a future bookmark reported durable: %s", chk.body)
+	}
+	expect(t, do(t, "GET", ts.URL+"/v1/databases/default/bookmark/x", "", ""), 400)
+
 	// Bad keys are clear errors.
 	expect(t, keyed(t, ts.URL, "has space", insert), 400)
 	expect(t, keyed(t, ts.URL, strings.Repeat("k", 300), insert), 400)
