@@ -109,6 +109,13 @@ func TestIdempotencyKeyReplaysFirstAnswer(t *testing.T) {
 		t.Fatalf("tables: %s", r.body)
 	}
 	expect(t, query(t, ts.URL, "default", "", `{"sql":"SELECT key FROM _sluice_idempotency"}`), 200)
+
+	// Dropping the table forgets every key; the next keyed write recreates it.
+	expect(t, query(t, ts.URL, "default", "", `{"sql":"DROP TABLE _sluice_idempotency"}`), 200)
+	expect(t, keyed(t, ts.URL, "order-1", insert), 200)
+	if n := count(t, ts.URL, ""); n != "4" {
+		t.Fatalf("rows after the key table was dropped = %s, want 4", n)
+	}
 }
 
 // Concurrent retries of one key (the client timed out and retried while the

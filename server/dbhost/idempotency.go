@@ -188,6 +188,12 @@ func (db *database) runReq(w *conn, r *writeReq) error {
 // than the window counts as absent (and is removed).
 func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found bool, hash, body []byte, err error) {
 	st, err := c.Prepare("SELECT created, hash, body FROM " + IdempotencyTable + " WHERE key = ?")
+	var row bool
+	if err == nil {
+		defer st.Reset()
+		st.BindText(1, key)
+		row, err = st.Step() // a cached statement reports a dropped table here
+	}
 	if err != nil && strings.Contains(err.Error(), "no such table") {
 		// Created inside the request's transaction: if that rolls back, so
 		// does the table, and the next key creates it again.
@@ -200,12 +206,6 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 		}
 		return false, nil, nil, nil
 	}
-	if err != nil {
-		return false, nil, nil, sqlError(err, false)
-	}
-	defer st.Reset()
-	st.BindText(1, key)
-	row, err := st.Step()
 	if err != nil || !row {
 		return false, nil, nil, sqlError(err, false)
 	}
