@@ -39,7 +39,7 @@ const maxKeyLen = 255
 
 // Idempotency is one request's key. The HTTP layer makes it with
 // NewIdempotency and passes it down in the context (WithIdempotency); each
-// Write of the request consumes the next sub-key (key, key#2, ...), so a
+// Write of the request consumes the next sub-key (key, "key 2", ...), so a
 // retried request whose writes run in the same order replays each of them.
 type Idempotency struct {
 	key  string
@@ -85,7 +85,7 @@ func (k *Idempotency) next() string {
 	if k.n == 1 {
 		return k.key
 	}
-	return k.key + "#" + strconv.Itoa(k.n)
+	return k.key + " " + strconv.Itoa(k.n) // a space never occurs in a client's key
 }
 
 type idemKey struct{}

@@ -10,7 +10,7 @@ import (
 )
 
 // Idempotency-Key on Hrana's HTTP requests: the key applies to the writes the
-// request makes (each write of a pipeline in order: key, key#2, ...); reads
+// request makes (each write of a pipeline in order: key, "key 2", ...); reads
 // ignore it. dbhost stores each write's outcome with the write and replays
 // it for a retry.
 
