@@ -27,6 +27,8 @@ type Config struct {
 	Hrana                      Hrana         `yaml:"hrana"`
 	Compaction                 Compaction    `yaml:"compaction"`
 	Lease                      LeaseConfig   `yaml:"lease"`
+	// IdempotencyWindow: how long an Idempotency-Key is remembered (default 24h).
+	IdempotencyWindow Duration `yaml:"idempotency_window"`
 }
 
 // TokenConfig is one static bearer token.

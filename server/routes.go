@@ -26,7 +26,7 @@ func (s *Server) routes() http.Handler {
 	j.Register(jm)
 	handle("GET /v1/databases", jm.ServeHTTP)
 	for _, p := range []string{"POST /v1/databases/{name}/query", "PUT /v1/databases/{name}",
-		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}"} {
+		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.leaderOnly(jm.ServeHTTP))
 	}
 	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/execute", "/v1/batch"} {

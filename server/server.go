@@ -61,6 +61,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	default:
 		return nil, fmt.Errorf("durability %q: use sync or async", cfg.Durability)
 	}
+	if cfg.IdempotencyWindow < 0 {
+		return nil, fmt.Errorf("idempotency window %s: give a positive duration such as 24h", time.Duration(cfg.IdempotencyWindow))
+	}
 	a, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
@@ -91,6 +94,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		Follow:           dbhost.FollowOptions{PollInterval: time.Duration(cfg.Lease.PollInterval), BookmarkWait: time.Duration(cfg.Lease.BookmarkWait)},
+
+		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 	})
 	if err != nil {
 		return nil, err

@@ -52,6 +52,7 @@ func runServe(ctx context.Context, args []string) error {
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
+	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +90,8 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Lease.Follow = *followOnly
 		case "follow-poll":
 			cfg.Lease.PollInterval = server.Duration(*followPoll)
+		case "idempotency-window":
+			cfg.IdempotencyWindow = server.Duration(*idemWindow)
 		}
 	})
 	cfg.Tokens = append(cfg.Tokens, tokens...)

@@ -91,6 +91,10 @@ type Database interface {
 	// group is re-run without a failed request), so it must derive everything
 	// from Conn and overwrite, not append to, what it reports. Transaction
 	// control (BEGIN/COMMIT/ROLLBACK) is refused inside fn; SAVEPOINT works.
+	// When the commit succeeded but its upload failed, the error is a
+	// *NotDurableError carrying the commit's bookmark: not safe to run again.
+	// A ctx made with WithIdempotency stores the answer with the write and
+	// replays it for a retry with the same key.
 	Write(ctx context.Context, fn func(Conn) error) (Bookmark, error)
 	// Session gives a dedicated writer connection for interactive transactions
 	// (BEGIN ... COMMIT across requests). While a session holds a transaction,

@@ -42,12 +42,15 @@ type database struct {
 	oldestUnshipped time.Time // when the oldest of them committed
 
 	compactStop func()
+
+	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
 }
 
 // writeReq is one Write call waiting for its group.
 type writeReq struct {
 	ctx      context.Context
 	fn       func(Conn) error
+	idem     *idemCall // nil without an Idempotency-Key
 	err      error
 	bookmark Bookmark
 	done     chan struct{}
@@ -98,7 +101,7 @@ func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, e
 	if db.fenced.Load() {
 		return 0, db.fencedError()
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+	req := &writeReq{ctx: ctx, fn: fn, idem: db.idemCall(ctx), done: make(chan struct{})}
 	db.gate.RLock()
 	if db.closed {
 		db.gate.RUnlock()

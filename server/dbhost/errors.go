@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"zombiezen.com/go/sqlite"
@@ -17,7 +18,32 @@ const (
 	CodeExists      = "ALREADY_EXISTS"
 	CodeUnavailable = "UNAVAILABLE"
 	CodeBadRequest  = "BAD_REQUEST"
+	// CodeNotDurable: the write committed locally but is not in the bucket
+	// yet. It is not an invitation to retry (see NotDurableError).
+	CodeNotDurable = "COMMITTED_NOT_DURABLE"
 )
+
+// NotDurableError answers a write that committed locally but whose upload
+// failed: the data stays and the next successful upload ships it, so running
+// the write again would apply it twice. Its status is 500 ("outcome not
+// confirmed") without Retry-After; Bookmark is the commit's position, durable
+// once the database's durable bookmark reaches it. The HTTP layers answer it
+// with the bookmark so the client can ask later, or retry with the same
+// Idempotency-Key, which replays instead of running again.
+type NotDurableError struct {
+	Err      *Error
+	Bookmark Bookmark
+}
+
+func (e *NotDurableError) Error() string { return e.Err.Error() }
+func (e *NotDurableError) Unwrap() error { return e.Err }
+
+func notDurable(db string, b Bookmark, cause error) *NotDurableError {
+	return &NotDurableError{Bookmark: b, Err: errorf(CodeNotDurable, http.StatusInternalServerError,
+		"database "+quote(db)+": the write was committed locally but the upload to the replica failed ("+cause.Error()+
+			"); it is kept and shipped by the next successful upload, so do not run it again: it is durable once the database's durable bookmark reaches "+
+			strconv.FormatUint(uint64(b), 10)+" (GET /v1/databases/"+db+"/bookmark/"+strconv.FormatUint(uint64(b), 10)+"), or retry with the same Idempotency-Key")}
+}
 
 func errorf(code string, status int, msg string) *Error {
 	return &Error{Code: code, Status: status, Message: msg}

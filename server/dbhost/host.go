@@ -63,6 +63,9 @@ type Options struct {
 	// other use with a *NotLeaderError naming the lease holder (followers.go).
 	FollowOnly bool
 	Follow     FollowOptions
+
+	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
+	IdempotencyWindow time.Duration
 }
 
 func (o *Options) setDefaults() {

@@ -485,7 +485,10 @@ func (s *flakyStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, s
 	return s.Store.PutIfAbsent(ctx, key, r, size)
 }
 
-func TestUploadFailureIs503AndShippedLater(t *testing.T) {
+// A write whose upload failed is committed locally: it is answered
+// COMMITTED_NOT_DURABLE (not a retryable 503) with the bookmark at which it
+// becomes durable, and the next upload ships it.
+func TestUploadFailureIsNotDurableAndShippedLater(t *testing.T) {
 	base := newFileStore(t)
 	store := &flakyStore{Store: base}
 	h := newHost(t, store, t.TempDir(), nil)
@@ -495,21 +498,28 @@ func TestUploadFailureIs503AndShippedLater(t *testing.T) {
 	}
 	write(t, db, "CREATE TABLE t(x)")
 	store.failing.Store(true)
-	_, err = db.Write(context.Background(), func(c Conn) error {
+	before, _ := db.Read(context.Background(), func(Conn) error { return nil })
+	b, err := db.Write(context.Background(), func(c Conn) error {
 		_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (7)"})
 		return err
 	})
-	var e *Error
-	if !errors.As(err, &e) || e.Status != 503 || !strings.Contains(e.Message, "committed locally") {
-		t.Fatalf("write during outage: got %v, want 503 saying it is committed locally", err)
+	var nd *NotDurableError
+	if !errors.As(err, &nd) || nd.Err.Code != CodeNotDurable || nd.Err.Status != 500 || !strings.Contains(nd.Err.Message, "committed locally") {
+		t.Fatalf("write during outage: got %v, want COMMITTED_NOT_DURABLE saying it is committed locally", err)
+	}
+	if b != before+1 || nd.Bookmark != b {
+		t.Fatalf("not-durable bookmark %d (error says %d), want %d", b, nd.Bookmark, before+1)
 	}
 	if st := h.Stats()[0]; st.Unshipped == 0 {
 		t.Fatalf("stats show no unshipped commit during the outage: %+v", st)
 	}
 	store.failing.Store(false)
 	write(t, db, "INSERT INTO t VALUES (8)")
+	if now, _ := db.Read(context.Background(), func(Conn) error { return nil }); now < b {
+		t.Fatalf("durable bookmark %d after the next upload, want >= %d", now, b)
+	}
 	if got := restoredCount(t, base, "flaky", "SELECT sum(x) FROM t"); got != 15 {
-		t.Fatalf("bucket sum = %d, want 15 (the 503'd write shipped by the next upload)", got)
+		t.Fatalf("bucket sum = %d, want 15 (the not-durable write shipped by the next upload)", got)
 	}
 	if st := h.Stats()[0]; st.Unshipped != 0 {
 		t.Fatalf("unshipped = %d after a successful upload", st.Unshipped)

@@ -95,7 +95,7 @@ func (s *session) Exec(ctx context.Context, st Stmt) (Result, error) {
 	res, err := s.c.Exec(ctx, st)
 	if s.c.Autocommit() && (wasTx || s.c.totalChanges() != before || !IsReadStatement(st.SQL)) {
 		// A no-op write group is ordered after this commit, so its upload covers it.
-		if _, derr := s.db.Write(ctx, func(Conn) error { return nil }); derr != nil && err == nil {
+		if _, derr := s.db.Write(withoutIdempotency(ctx), func(Conn) error { return nil }); derr != nil && err == nil {
 			return res, derr
 		}
 	}

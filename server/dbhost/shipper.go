@@ -2,7 +2,7 @@ package dbhost
 
 import (
 	"context"
-	"net/http"
+	"errors"
 	"time"
 )
 
@@ -11,9 +11,11 @@ import (
 // them), and answers their requests. Groups committed while an upload runs
 // wait for the next one, so uploads and execution overlap.
 //
-// A failed upload (sync mode) answers the group's requests 503: their data is
-// committed locally and the next successful Sync ships it; the shipper
-// retries with backoff even if no new write arrives. ErrFenced stops the
+// A failed upload (sync mode) answers the group's requests
+// COMMITTED_NOT_DURABLE (500, no Retry-After, with the commit's bookmark):
+// their data is committed locally and the next successful Sync ships it, so
+// a blind retry would apply them twice; the shipper retries with backoff
+// even if no new write arrives. ErrFenced stops the
 // database from taking writes.
 func (db *database) runShipper() {
 	defer close(db.done)
@@ -96,13 +98,17 @@ func (db *database) ship(groups []*group) error {
 	default:
 		db.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
 			"db", db.name, "replica", db.store.String(), "err", err)
-		answer = errorf(CodeUnavailable, http.StatusServiceUnavailable,
-			"database "+quote(db.name)+": the write was committed locally but the upload to the replica failed ("+err.Error()+"); it will be shipped by the next successful upload. Retrying may apply it twice")
+		// The next successful upload ships everything committed since pos as
+		// the file ending at pos+1 or later: that is the commit's bookmark.
+		answer = notDurable(db.name, Bookmark(pos.TXID+1), err)
 	}
 	b := Bookmark(pos.TXID)
 	for _, g := range groups {
 		for _, r := range g.reqs {
-			if answer != nil {
+			var nd *NotDurableError
+			if errors.As(answer, &nd) {
+				finish(r, nd.Bookmark, nd)
+			} else if answer != nil {
 				finish(r, 0, answer)
 			} else {
 				finish(r, b, r.err)

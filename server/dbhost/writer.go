@@ -182,7 +182,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 				return nil, false
 			}
 		}
-		r.err = runFn(w, r.fn)
+		r.err = db.runReq(w, r)
 		if w.Autocommit() || (r.err != nil && !safe) { // answer r, re-run the rest
 			if r.err == nil {
 				r.err = errorf("SQLITE_ERROR", http.StatusBadRequest, "the request ended the group's transaction")

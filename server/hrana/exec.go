@@ -166,6 +166,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 		}
 	}
 	var out outcome
+	keyOutcome(x.ctx, &out)
 	bm, err := x.h.runAuto(x.ctx, x.s.db, plain, func(c dbhost.Conn) error {
 		rc := &runConn{conn: c, pooled: true, virtual: virtual}
 		out = rc.run(x.ctx, steps)

@@ -20,6 +20,11 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 			return
 		}
 	}
+	ctx, idem, e := requestContext(r, body.Requests)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	// A pipeline that ends with close never keeps its stream, so it needs
 	// no slot of the stream quotas (one-shot queries work at any load).
 	n := len(body.Requests)
@@ -29,13 +34,14 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, status, e)
 		return
 	}
-	x, cancel := h.newExecution(r.Context(), s)
+	x, cancel := h.newExecution(ctx, s)
 	defer cancel()
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
 	}
 	resp.Baton = h.release(s)
+	markReplayed(w, idem)
 	writeJSON(w, http.StatusOK, resp, x.bookmark)
 }
 

@@ -29,13 +29,18 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
 		return
 	}
-	x, cancel := h.oneShot(r, db)
+	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	defer cancel()
 	defer x.endSession()
 	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
 	if e == nil {
 		e = out.errs[0]
 	}
+	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
 		return
@@ -57,10 +62,15 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	x, cancel := h.oneShot(r, db)
+	x, idem, cancel, e := h.oneShot(r, db, body.Batch)
+	if e != nil {
+		writeHTTPError(w, http.StatusBadRequest, e)
+		return
+	}
 	defer cancel()
 	defer x.endSession()
 	res, e := x.batch(body.Batch)
+	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
 		return
@@ -70,8 +80,14 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database) (*execution, context.CancelFunc) {
-	return h.newExecution(r.Context(), &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
+// request is what the request's Idempotency-Key covers.
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *dbhost.Idempotency, context.CancelFunc, *Error) {
+	ctx, idem, e := requestContext(r, request)
+	if e != nil {
+		return nil, nil, func() {}, e
+	}
+	x, cancel := h.newExecution(ctx, &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
+	return x, idem, cancel, nil
 }
 
 // statusOf picks the HTTP status of a v1 statement error: client errors are
@@ -80,8 +96,10 @@ func statusOf(e *Error) int {
 	switch e.Code {
 	case "UNAVAILABLE":
 		return http.StatusServiceUnavailable
-	case "INTERNAL_ERROR":
+	case "INTERNAL_ERROR", dbhost.CodeNotDurable:
 		return http.StatusInternalServerError
+	case dbhost.CodeKeyReused:
+		return http.StatusUnprocessableEntity
 	case "TIMEOUT", "TRANSACTION_TIMEOUT", "REQUEST_TIMEOUT":
 		return http.StatusRequestTimeout
 	case "FORBIDDEN":

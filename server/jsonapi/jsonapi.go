@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/server/auth"
@@ -31,6 +32,13 @@ type Host interface {
 // BookmarkHeader carries the TXID a response reflects.
 const BookmarkHeader = "Sluice-Bookmark"
 
+// IdempotencyKeyHeader names a write so that a retry replays its first
+// answer; ReplayedHeader marks such a replayed answer.
+const (
+	IdempotencyKeyHeader = "Idempotency-Key"
+	ReplayedHeader       = "Idempotent-Replayed"
+)
+
 // API serves the JSON routes.
 type API struct {
 	host Host
@@ -42,6 +50,7 @@ func New(host Host) *API { return &API{host: host} }
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/databases/{name}/query", a.query)
+	mux.HandleFunc("GET /v1/databases/{name}/bookmark/{bookmark}", a.bookmark)
 	mux.HandleFunc("GET /v1/databases", a.list)
 	mux.HandleFunc("PUT /v1/databases/{name}", a.create)
 	mux.HandleFunc("GET /v1/databases/{name}", a.get)
@@ -70,7 +79,21 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, forbidden(name))
 		return
 	}
-	stmts, err := readQuery(r.Body)
+	var idem *dbhost.Idempotency
+	body := io.Reader(r.Body)
+	if key, ok := r.Header[IdempotencyKeyHeader]; ok {
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			WriteError(w, bodyError(err))
+			return
+		}
+		if idem, err = dbhost.NewIdempotency(strings.Join(key, ","), raw); err != nil {
+			WriteError(w, err)
+			return
+		}
+		body = bytes.NewReader(raw)
+	}
+	stmts, err := readQuery(body)
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -118,7 +141,16 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !read {
-		b, err = db.Write(r.Context(), run)
+		ctx := r.Context()
+		if idem != nil { // the key applies to writes only; a read ignores it
+			idem.Save = func() ([]byte, error) { return encodeResults(results) }
+			idem.Load = func(b []byte) error { return decodeResults(b, results) }
+			ctx = dbhost.WithIdempotency(ctx, idem)
+		}
+		b, err = db.Write(ctx, run)
+		if idem != nil && idem.Replayed() {
+			w.Header().Set(ReplayedHeader, "true")
+		}
 	}
 	if b > 0 || err == nil {
 		w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(b), 10))
@@ -291,7 +323,15 @@ func WriteError(w http.ResponseWriter, err error) {
 	if status == 0 {
 		status = http.StatusBadRequest
 	}
-	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	fields := map[string]string{"code": e.Code, "message": e.Message}
+	var nd *dbhost.NotDurableError
+	if errors.As(err, &nd) {
+		// Not a 503: the write committed, so no Retry-After; the bookmark
+		// lets the client ask whether it became durable.
+		fields["bookmark"] = strconv.FormatUint(uint64(nd.Bookmark), 10)
+		w.Header().Set(BookmarkHeader, fields["bookmark"])
+	}
+	body, _ := json.Marshal(map[string]any{"error": fields})
 	w.Header().Set("Content-Type", "application/json")
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")

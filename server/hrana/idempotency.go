@@ -1,0 +1,68 @@
+package hrana
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Idempotency-Key on Hrana's HTTP requests: the key applies to the writes the
+// request makes (each write of a pipeline in order: key, "key 2", ...); reads
+// ignore it. dbhost stores each write's outcome with the write and replays
+// it for a retry.
+
+const (
+	idempotencyKeyHeader = "Idempotency-Key"
+	replayedHeader       = "Idempotent-Replayed"
+)
+
+// requestContext returns r's context carrying the request's key, if it has
+// one; request is what a retry must repeat (the statements, not the baton).
+func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idempotency, *Error) {
+	key, ok := r.Header[idempotencyKeyHeader]
+	if !ok {
+		return r.Context(), nil, nil
+	}
+	raw, err := json.Marshal(request)
+	if err != nil {
+		return nil, nil, &Error{Code: "PROTOCOL_ERROR", Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
+	}
+	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
+	if err != nil {
+		return nil, nil, toError(err, "")
+	}
+	return dbhost.WithIdempotency(r.Context(), k), k, nil
+}
+
+// markReplayed tells the client that (part of) the answer is a replay.
+func markReplayed(w http.ResponseWriter, k *dbhost.Idempotency) {
+	if k != nil && k.Replayed() {
+		w.Header().Set(replayedHeader, "true")
+	}
+}
+
+// storedOutcome is the answer of one keyed write group.
+type storedOutcome struct {
+	Results []*stmtResultJSON `json:"results"`
+	Errs    []*Error          `json:"errs"`
+}
+
+// keyOutcome makes the next write of ctx's key store and replay *out.
+func keyOutcome(ctx context.Context, out *outcome) {
+	k := dbhost.IdempotencyFrom(ctx)
+	if k == nil {
+		return
+	}
+	k.Save = func() ([]byte, error) { return json.Marshal(storedOutcome{out.results, out.errs}) }
+	k.Load = func(b []byte) error {
+		var s storedOutcome
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		out.results, out.errs = s.Results, s.Errs
+		return nil
+	}
+}
