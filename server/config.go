@@ -24,6 +24,9 @@ type Config struct {
 	Hrana                      Hrana         `yaml:"hrana"`
 	Compaction                 Compaction    `yaml:"compaction"`
 	Lease                      LeaseConfig   `yaml:"lease"`
+	// ReplicaErrorBudget: /ready answers 503 once the replica has accepted
+	// no upload or probe for this long (default 60s; probes run every quarter of it).
+	ReplicaErrorBudget Duration `yaml:"replica_error_budget"`
 }
 
 // TokenConfig is one static bearer token.

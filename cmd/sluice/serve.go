@@ -35,7 +35,7 @@ func (t *tokenFlags) Set(v string) error {
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\n\nFlags (override the config file):")
+		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\nThe replica is checked (listed and written) before listening; /health answers while the\nprocess runs, /ready only while the replica takes writes.\n\n"+exitCodes+"\n\nFlags (override the config file):")
 		fs.PrintDefaults()
 	}
 	def := server.Defaults()
@@ -52,6 +52,7 @@ func runServe(ctx context.Context, args []string) error {
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
+	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,10 +90,22 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Lease.Follow = *followOnly
 		case "follow-poll":
 			cfg.Lease.PollInterval = server.Duration(*followPoll)
+		case "replica-error-budget":
+			cfg.ReplicaErrorBudget = server.Duration(*budget)
 		}
 	})
+	if cfg.ReplicaErrorBudget <= 0 {
+		cfg.ReplicaErrorBudget = server.Duration(*budget)
+	}
+	logger := newLogger(*verbose)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return err
+	}
+	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), logger); err != nil {
+		return err
+	}
 	cfg.Tokens = append(cfg.Tokens, tokens...)
-	srv, err := server.New(ctx, cfg, newLogger(*verbose), version)
+	srv, err := server.New(ctx, cfg, logger, version)
 	if err != nil {
 		return err
 	}
