@@ -139,7 +139,12 @@ func TestRunStopsAppWhenStoreStaysDown(t *testing.T) {
 	if strings.Contains(out, "every change is in the replica") {
 		t.Fatalf("claims the replica is complete:\n%s", out)
 	}
-	t.Logf("stopped %s after the store went down", time.Since(stopped).Round(time.Second))
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 600 {
+			t.Fatalf("log line of %d bytes: one cause, not a stack of retries:\n%s", len(line), line)
+		}
+	}
+	t.Logf("stopped %s after the store went down; output:\n%s", time.Since(stopped).Round(time.Second), out)
 }
 
 func TestContinueKeepsAppRunningAndCatchesUp(t *testing.T) {

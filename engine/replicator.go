@@ -33,6 +33,20 @@ type ReplicatorOptions struct {
 // replicator's error budget while changes waited to be shipped.
 var ErrReplicaUnavailable = errors.New("replica unavailable: changes are not being shipped")
 
+// UnavailableError is the error budget running out: no upload accepted for
+// For, the last failure being Err. It matches ErrReplicaUnavailable.
+type UnavailableError struct {
+	For time.Duration
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("no upload accepted for %s: %v", e.For.Round(time.Second), e.Err)
+}
+
+func (e *UnavailableError) Is(target error) bool { return target == ErrReplicaUnavailable }
+func (e *UnavailableError) Unwrap() error        { return e.Err }
+
 // finalSyncTimeout bounds the last Sync after cancellation.
 const finalSyncTimeout = 30 * time.Second
 
@@ -100,8 +114,8 @@ func (r *Replicator) Health() Health {
 	return h
 }
 
-// record notes the outcome of one attempt to reach the store.
-func (r *Replicator) record(err error) {
+// record notes the outcome of one attempt to reach the store, begun at start.
+func (r *Replicator) record(err error, start time.Time) {
 	var bytes, pages int64
 	if r.db != nil {
 		r.db.mu.Lock()
@@ -124,7 +138,7 @@ func (r *Replicator) record(err error) {
 	r.health.Errors++
 	r.health.LastErr = err
 	if r.health.FailingSince.IsZero() {
-		r.health.FailingSince = now
+		r.health.FailingSince = start
 	}
 }
 
@@ -149,6 +163,19 @@ func retryDelay(n int) time.Duration {
 	d := minRetryDelay << min(n-1, 5)
 	d = min(d, maxRetryDelay)
 	return d - d/4 + rand.N(d/2+1)
+}
+
+// nextTry is the wait before the next attempt: the backoff, but never past
+// the end of the error budget, so the last try happens when it expires.
+func (r *Replicator) nextTry(poll time.Duration, failures int) time.Duration {
+	d := max(poll, retryDelay(failures))
+	if r.opts.ErrorBudget > 0 {
+		r.mu.Lock()
+		left := r.opts.ErrorBudget - time.Since(r.health.FailingSince)
+		r.mu.Unlock()
+		d = max(min(d, left+10*time.Millisecond), 10*time.Millisecond)
+	}
+	return d
 }
 
 // Run waits for the database file to exist, opens it and ships changes within
@@ -177,8 +204,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
 			defer cancel()
+			closeStart := time.Now()
 			err := db.Close(fctx)
-			r.record(err)
+			r.record(err, closeStart)
 			if err != nil {
 				return fmt.Errorf("final sync of %s: %w", r.path, err)
 			}
@@ -188,6 +216,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 		// An upload in flight when the signal arrives is finished, not cancelled:
 		// a cancelled PUT may still land, and the final Sync must not race it.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
+		attempt := time.Now()
 		pos, err := db.Sync(sctx)
 		cancel()
 		if errors.Is(err, ErrFenced) {
@@ -197,7 +226,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 		// With nothing new, Sync makes no request: a nil error then says
 		// nothing about the store, so only a real upload counts as success.
 		if err != nil || failures > 0 || pos != shipped {
-			r.record(err)
+			r.record(err, attempt)
 			shipped = pos
 		}
 		if err == nil {
@@ -210,12 +239,12 @@ func (r *Replicator) Run(ctx context.Context) error {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = db.Close(cctx) // one last try, bounded; the error is the one below
 			cancel()
-			return fmt.Errorf("%w: no upload of %s accepted for %s: %w", ErrReplicaUnavailable, r.path, d.Round(time.Second), err)
+			return &UnavailableError{For: d, Err: err}
 		}
 		if ctx.Err() == nil {
 			r.log.Warn("upload failed; retrying", "err", err, "attempt", failures)
 		}
-		timer.Reset(max(poll, retryDelay(failures)))
+		timer.Reset(r.nextTry(poll, failures))
 	}
 }
 
@@ -234,20 +263,21 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 		delay := poll
 		if _, err := os.Stat(r.path); err == nil {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
+			attempt := time.Now()
 			db, err := Open(octx, r.path, r.store, Options{Logger: r.opts.Logger, OnShip: r.opts.OnShip})
 			cancel()
 			if err == nil {
-				r.record(nil)
+				r.record(nil, attempt)
 				return db, nil
 			}
 			if errors.Is(err, ErrFenced) || errors.Is(err, ErrDiverged) {
 				return nil, err
 			}
-			r.record(err)
+			r.record(err, attempt)
 			lastErr = err
 			failures++
 			if d, over := r.overBudget(); over {
-				return nil, fmt.Errorf("%w: cannot start replicating %s for %s: %w", ErrReplicaUnavailable, r.path, d.Round(time.Second), err)
+				return nil, &UnavailableError{For: d, Err: err}
 			}
 			if finalTry {
 				return nil, fmt.Errorf("%s was not replicated: %w", r.path, err)
@@ -255,7 +285,7 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 			if ctx.Err() == nil {
 				r.log.Warn("cannot start replicating; retrying", "err", err, "attempt", failures)
 			}
-			delay = max(poll, retryDelay(failures))
+			delay = r.nextTry(poll, failures)
 		} else if !waiting {
 			r.log.Info("waiting for the database file to exist")
 			waiting = true

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
@@ -186,4 +187,28 @@ func preflightServe(ctx context.Context, url string, budget time.Duration, log *
 		return replicaFailure(store.String(), err)
 	}
 	return nil
+}
+
+// shortCause is the classified cause of a store failure, or the end of the
+// error chain (the innermost message says what failed) kept short.
+func shortCause(err error) string {
+	var se *replica.StoreError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return replica.Shorten(err.Error(), 200)
+		}
+		err = next
+	}
+}
+
+// redactURL drops a replica URL's query (endpoint, credentials in some schemes).
+func redactURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i]
+	}
+	return u
 }

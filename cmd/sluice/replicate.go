@@ -164,8 +164,10 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		if errors.Is(err, engine.ErrFenced) {
 			fenced = true
 		}
-		if errors.Is(err, engine.ErrReplicaUnavailable) && unavailable == "" {
-			unavailable = fmt.Sprintf("sluice: REPLICA UNAVAILABLE: %s: %v", targets[i].Path, err)
+		var ue *engine.UnavailableError
+		if errors.As(err, &ue) && unavailable == "" {
+			unavailable = fmt.Sprintf("sluice: REPLICA UNAVAILABLE: %s: no upload accepted by %s for %s (%s)",
+				targets[i].Path, redactURL(targets[i].ReplicaURL), ue.For.Round(time.Second), shortCause(ue.Err))
 		}
 		all = append(all, fmt.Errorf("%s: %w", targets[i].Path, err))
 	}
@@ -219,7 +221,7 @@ func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compa
 	dbLog.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
 	if err := r.Run(ctx); err != nil {
 		h := r.Health()
-		dbLog.Error("stopped replicating; changes after the shipped position are NOT in the replica",
+		dbLog.Error("stopped replicating; changes after shipped_txid are NOT in the replica",
 			"replica", store.String(), "shipped_txid", h.Pos.TXID.String(), "unshipped_bytes", h.UnshippedBytes)
 		return err
 	}
