@@ -72,6 +72,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	}
 	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
+	if cfg.Lease.Follow {
+		s.watch.ReadOnly() // a read replica never writes the bucket
+	}
 	s.metrics = newServerMetrics(func() []dbhost.Stats {
 		if s.host == nil {
 			return nil

@@ -105,7 +105,7 @@ func preflight(ctx context.Context, targets []dbTarget, ff failFlags, log *slog.
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.Path, err)
 		}
-		err = probeStore(ctx, store, ff.budget, log)
+		err = probeStore(ctx, store, ff.budget, false, log)
 		store.Close()
 		if err == nil || ctx.Err() != nil {
 			continue
@@ -120,12 +120,17 @@ func preflight(ctx context.Context, targets []dbTarget, ff failFlags, log *slog.
 }
 
 // probeStore runs replica.Probe until it succeeds, fails permanently, or
-// transient failures outlast budget.
-func probeStore(ctx context.Context, store replica.Store, budget time.Duration, log *slog.Logger) error {
+// transient failures outlast budget. readOnly only lists.
+func probeStore(ctx context.Context, store replica.Store, budget time.Duration, readOnly bool, log *slog.Logger) error {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := replica.Probe(pctx, store)
+		var err error
+		if readOnly {
+			_, err = store.List(pctx, replica.ProbePrefix) // a read replica may hold read-only keys
+		} else {
+			err = replica.Probe(pctx, store)
+		}
 		cancel()
 		if err == nil || replica.Permanent(err) || ctx.Err() != nil {
 			return err
@@ -174,13 +179,13 @@ func checkDataDir(dir string) error {
 }
 
 // preflightServe checks serve's replica like preflight does the sidecar's.
-func preflightServe(ctx context.Context, url string, budget time.Duration, log *slog.Logger) error {
+func preflightServe(ctx context.Context, url string, budget time.Duration, readOnly bool, log *slog.Logger) error {
 	store, err := replicaurl.Open(ctx, url)
 	if err != nil {
 		return fmt.Errorf("open replica %s: %w", url, err)
 	}
 	defer store.Close()
-	if err := probeStore(ctx, store, budget, log); err != nil {
+	if err := probeStore(ctx, store, budget, readOnly, log); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

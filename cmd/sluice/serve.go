@@ -101,7 +101,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), logger); err != nil {
+	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
 		return err
 	}
 	cfg.Tokens = append(cfg.Tokens, tokens...)

@@ -25,8 +25,9 @@ const maxUnhealthyProbe = 5 * time.Second
 
 // Watch is one store's readiness.
 type Watch struct {
-	store  replica.Store
-	budget time.Duration
+	store    replica.Store
+	budget   time.Duration
+	readOnly bool
 
 	mu      sync.Mutex
 	lastOK  time.Time
@@ -40,6 +41,13 @@ func New(store replica.Store, budget time.Duration) *Watch {
 		budget = DefaultBudget
 	}
 	return &Watch{store: store, budget: budget}
+}
+
+// ReadOnly makes the probes read-only (a list and a HEAD), for processes
+// that never write the store (read replicas, possibly with read-only keys).
+func (w *Watch) ReadOnly() *Watch {
+	w.readOnly = true
+	return w
 }
 
 // Observe records the outcome of a request to the store (an upload or a probe).
@@ -99,9 +107,12 @@ func (w *Watch) Run(ctx context.Context) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, unhealthy)
 		var err error
-		if st.Ready {
+		switch {
+		case st.Ready:
 			err = replica.Ping(pctx, w.store)
-		} else {
+		case w.readOnly:
+			_, err = w.store.List(pctx, replica.ProbePrefix)
+		default:
 			err = replica.Probe(pctx, w.store)
 		}
 		cancel()
