@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -19,10 +20,42 @@ type ReplicatorOptions struct {
 	Interval time.Duration // longest time a change waits before it is shipped (default 1s)
 	Logger   *slog.Logger
 	OnShip   func(replica.LTXFile)
+	// ErrorBudget is how long uploads may keep failing while there is
+	// something to ship before Run gives up with ErrReplicaUnavailable.
+	// Zero: never give up (keep retrying).
+	ErrorBudget time.Duration
+	// OnResult, if set, learns the outcome of every attempt that reached
+	// the store (for readiness); idle ticks make no request and report nothing.
+	OnResult func(error)
 }
+
+// ErrReplicaUnavailable: the store took no upload for longer than the
+// replicator's error budget while changes waited to be shipped.
+var ErrReplicaUnavailable = errors.New("replica unavailable: changes are not being shipped")
+
+// UnavailableError is the error budget running out: no upload accepted for
+// For, the last failure being Err. It matches ErrReplicaUnavailable.
+type UnavailableError struct {
+	For time.Duration
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("no upload accepted for %s: %v", e.For.Round(time.Second), e.Err)
+}
+
+func (e *UnavailableError) Is(target error) bool { return target == ErrReplicaUnavailable }
+func (e *UnavailableError) Unwrap() error        { return e.Err }
 
 // finalSyncTimeout bounds the last Sync after cancellation.
 const finalSyncTimeout = 30 * time.Second
+
+// Retry delays after a failed upload: exponential with jitter, so a store
+// that is down is not asked ten times a second by every sidecar.
+const (
+	minRetryDelay = time.Second
+	maxRetryDelay = 30 * time.Second
+)
 
 // Replicator is the sidecar loop for one database written by another process.
 type Replicator struct {
@@ -31,8 +64,20 @@ type Replicator struct {
 	opts  ReplicatorOptions
 	log   *slog.Logger
 
-	mu sync.Mutex
-	db *DB
+	mu     sync.Mutex
+	db     *DB
+	health Health
+}
+
+// Health is what a replicator reports for readiness and metrics.
+type Health struct {
+	Pos            ltx.Pos   // position the store accepted
+	LastOK         time.Time // last upload or open the store accepted; zero before the first
+	FailingSince   time.Time // first failure since LastOK; zero while healthy
+	LastErr        error     // the latest failure, nil while healthy
+	Errors         int64     // failed attempts since start
+	UnshippedBytes int64     // size of the captured file waiting for the store
+	UnshippedPages int64     // pages in it
 }
 
 // NewReplicator prepares a loop replicating the database at path into store.
@@ -57,11 +102,90 @@ func (r *Replicator) Pos() ltx.Pos {
 	return db.Pos()
 }
 
+// Health returns the replicator's current state.
+func (r *Replicator) Health() Health {
+	r.mu.Lock()
+	h := r.health
+	db := r.db
+	r.mu.Unlock()
+	if db != nil {
+		h.Pos = db.Pos()
+	}
+	return h
+}
+
+// record notes the outcome of one attempt to reach the store, begun at start.
+func (r *Replicator) record(err error, start time.Time) {
+	var bytes, pages int64
+	if r.db != nil {
+		r.db.mu.Lock()
+		if p := r.db.pending; p != nil {
+			bytes, pages = p.data.size, int64(p.pages)
+		}
+		r.db.mu.Unlock()
+	}
+	if r.opts.OnResult != nil {
+		r.opts.OnResult(err)
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.health.UnshippedBytes, r.health.UnshippedPages = bytes, pages
+	if err == nil {
+		r.health.LastOK, r.health.FailingSince, r.health.LastErr = now, time.Time{}, nil
+		return
+	}
+	r.health.Errors++
+	r.health.LastErr = err
+	if r.health.FailingSince.IsZero() {
+		r.health.FailingSince = start
+	}
+}
+
+// overBudget reports whether failures have lasted longer than the budget.
+func (r *Replicator) overBudget() (time.Duration, bool) {
+	if r.opts.ErrorBudget <= 0 {
+		return 0, false
+	}
+	r.mu.Lock()
+	since := r.health.FailingSince
+	r.mu.Unlock()
+	if since.IsZero() {
+		return 0, false
+	}
+	d := time.Since(since)
+	return d, d > r.opts.ErrorBudget
+}
+
+// retryDelay is the wait before attempt n+1 after n consecutive failures:
+// 1s, 2s, 4s … capped at 30s, each with ±25% jitter.
+func retryDelay(n int) time.Duration {
+	d := minRetryDelay << min(n-1, 5)
+	d = min(d, maxRetryDelay)
+	return d - d/4 + rand.N(d/2+1)
+}
+
+// nextTry is the wait before the next attempt: the backoff, but never past
+// the end of the error budget, so the last try happens when it expires.
+func (r *Replicator) nextTry(poll time.Duration, failures int) time.Duration {
+	d := max(poll, retryDelay(failures))
+	if r.opts.ErrorBudget > 0 {
+		r.mu.Lock()
+		left := r.opts.ErrorBudget - time.Since(r.health.FailingSince)
+		r.mu.Unlock()
+		d = max(min(d, left+10*time.Millisecond), 10*time.Millisecond)
+	}
+	return d
+}
+
 // Run waits for the database file to exist, opens it and ships changes within
 // Interval: every Interval it calls Sync, whose idle check reads two headers
-// of the WAL and makes no store request when nothing changed. When ctx is cancelled it ships
-// what is left, closes and returns nil (or the final Sync's error). It returns
-// an error wrapping ErrFenced as soon as another writer owns the replica.
+// of the WAL and makes no store request when nothing changed. After a failed
+// upload it retries with exponential backoff; once failures outlast
+// ErrorBudget it returns an error wrapping ErrReplicaUnavailable. When ctx is
+// cancelled it ships what is left, closes and returns nil (or the final
+// Sync's error). It returns an error wrapping ErrFenced as soon as another
+// writer owns the replica.
 func (r *Replicator) Run(ctx context.Context) error {
 	poll := r.opts.Interval
 	db, err := r.open(ctx, poll)
@@ -72,54 +196,96 @@ func (r *Replicator) Run(ctx context.Context) error {
 	r.db = db
 	r.mu.Unlock()
 
-	ticker := time.NewTicker(poll)
-	defer ticker.Stop()
+	failures, shipped := 0, db.Pos()
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
 			defer cancel()
-			if err := db.Close(fctx); err != nil {
+			closeStart := time.Now()
+			err := db.Close(fctx)
+			r.record(err, closeStart)
+			if err != nil {
 				return fmt.Errorf("final sync of %s: %w", r.path, err)
 			}
 			return nil
-		case <-ticker.C:
+		case <-timer.C:
 		}
 		// An upload in flight when the signal arrives is finished, not cancelled:
 		// a cancelled PUT may still land, and the final Sync must not race it.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
-		_, err := db.Sync(sctx)
+		attempt := time.Now()
+		pos, err := db.Sync(sctx)
 		cancel()
 		if errors.Is(err, ErrFenced) {
 			_ = db.Close(context.WithoutCancel(ctx))
 			return err
-		} else if err != nil && ctx.Err() == nil {
-			r.log.Warn("sync failed; retrying", "err", err)
 		}
+		// With nothing new, Sync makes no request: a nil error then says
+		// nothing about the store, so only a real upload counts as success.
+		if err != nil || failures > 0 || pos != shipped {
+			r.record(err, attempt)
+			shipped = pos
+		}
+		if err == nil {
+			failures = 0
+			timer.Reset(poll)
+			continue
+		}
+		failures++
+		if d, over := r.overBudget(); over {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = db.Close(cctx) // one last try, bounded; the error is the one below
+			cancel()
+			return &UnavailableError{For: d, Err: err}
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("upload failed; retrying", "err", err, "attempt", failures)
+		}
+		timer.Reset(r.nextTry(poll, failures))
 	}
 }
 
-// open waits for the file and opens it, retrying transient failures. It
-// returns a nil DB when ctx ends before the file exists (with a nil error) or
-// on ErrFenced. If the file appears, it is opened (and its first file shipped)
-// even when ctx has just ended, so a short-lived app's writes are not skipped.
+// open waits for the file and opens it (Open ships its first file),
+// retrying failures with backoff. It returns a nil DB when ctx ends before
+// the file exists (with a nil error), on ErrFenced, and once failures outlast
+// the error budget. If the file appears, it is opened even when ctx has just
+// ended, so a short-lived app's writes are not skipped; if that last try
+// fails too, the error says the database was not replicated.
 func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) {
 	poll = min(poll, 100*time.Millisecond) // a new database should not wait a whole interval
 	waiting, finalTry := false, false
+	failures := 0
+	var lastErr error
 	for {
+		delay := poll
 		if _, err := os.Stat(r.path); err == nil {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
+			attempt := time.Now()
 			db, err := Open(octx, r.path, r.store, Options{Logger: r.opts.Logger, OnShip: r.opts.OnShip})
 			cancel()
 			if err == nil {
+				r.record(nil, attempt)
 				return db, nil
 			}
 			if errors.Is(err, ErrFenced) || errors.Is(err, ErrDiverged) {
 				return nil, err
 			}
-			if ctx.Err() == nil {
-				r.log.Warn("cannot start replicating; retrying", "err", err)
+			r.record(err, attempt)
+			lastErr = err
+			failures++
+			if d, over := r.overBudget(); over {
+				return nil, &UnavailableError{For: d, Err: err}
 			}
+			if finalTry {
+				return nil, fmt.Errorf("%s was not replicated: %w", r.path, err)
+			}
+			if ctx.Err() == nil {
+				r.log.Warn("cannot start replicating; retrying", "err", err, "attempt", failures)
+			}
+			delay = r.nextTry(poll, failures)
 		} else if !waiting {
 			r.log.Info("waiting for the database file to exist")
 			waiting = true
@@ -130,8 +296,11 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 				finalTry = true
 				continue // the file exists: one last open so the final Sync ships it
 			}
+			if lastErr != nil {
+				return nil, fmt.Errorf("%s was not replicated: %w", r.path, lastErr)
+			}
 			return nil, nil
-		case <-time.After(poll):
+		case <-time.After(delay):
 		}
 	}
 }

@@ -29,6 +29,9 @@ type Config struct {
 	Lease                      LeaseConfig   `yaml:"lease"`
 	// IdempotencyWindow: how long an Idempotency-Key is remembered (default 24h).
 	IdempotencyWindow Duration `yaml:"idempotency_window"`
+	// ReplicaErrorBudget: /ready answers 503 once the replica has accepted
+	// no upload or probe for this long (default 60s; probes run every quarter of it).
+	ReplicaErrorBudget Duration `yaml:"replica_error_budget"`
 }
 
 // TokenConfig is one static bearer token.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/metrics"
 )
@@ -22,14 +23,16 @@ type serverMetrics struct {
 	uploadFails *metrics.Counter
 	objects     *metrics.Counter
 	bytes       *metrics.Counter
+	watch       *watch.Watch // readiness: every upload's outcome counts as a probe
 }
 
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newServerMetrics(host func() []dbhost.Stats) *serverMetrics {
+func newServerMetrics(host func() []dbhost.Stats, w *watch.Watch) *serverMetrics {
 	r := metrics.New()
 	m := &serverMetrics{
 		reg:         r,
+		watch:       w,
 		requests:    r.NewCounter("sluice_http_requests_total", "HTTP requests by route, database and status code.", "route", "db", "code"),
 		latency:     r.NewHistogram("sluice_http_request_duration_seconds", "HTTP request latency by route and database.", latencyBuckets, "route", "db"),
 		errors:      r.NewCounter("sluice_http_errors_total", "Error responses by route and status code.", "route", "code"),
@@ -65,6 +68,20 @@ func newServerMetrics(host func() []dbhost.Stats) *serverMetrics {
 		}
 		return 0
 	}))
+	r.GaugeFunc("sluice_replica_ready", "1 if the replica accepted an upload or probe within the error budget.", nil, func() []metrics.Sample {
+		v := 0.0
+		if w.Status().Ready {
+			v = 1
+		}
+		return []metrics.Sample{{Value: v}}
+	})
+	r.GaugeFunc("sluice_replica_last_success_age_seconds", "Seconds since the replica last accepted an upload or probe (-1 if never).", nil, func() []metrics.Sample {
+		st := w.Status()
+		if st.LastOK.IsZero() {
+			return []metrics.Sample{{Value: -1}}
+		}
+		return []metrics.Sample{{Value: time.Since(st.LastOK).Seconds()}}
+	})
 	return m
 }
 
@@ -84,6 +101,7 @@ func (m *serverMetrics) GroupCommitted(db string, requests int, d time.Duration)
 
 func (m *serverMetrics) Synced(db string, d time.Duration, err error) {
 	m.uploads.Observe(d.Seconds(), db)
+	m.watch.Observe(err)
 	if err != nil {
 		m.uploadFails.Inc(db)
 	}

@@ -46,6 +46,7 @@ func (s *Server) routes() http.Handler {
 	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"status": "ok"})
 	}))
+	root.Handle("GET /ready", s.instrument("GET /ready", s.serveReady))
 	root.Handle("GET /version", s.instrument("GET /version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
 	}))

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana"
@@ -38,6 +39,7 @@ type Server struct {
 	hrana   *hrana.Handler
 	auth    *auth.Authenticator
 	metrics *serverMetrics
+	watch   *watch.Watch // the replica's readiness (/ready)
 	handler http.Handler
 
 	advertiseURL string // where other instances forward this one's databases' requests
@@ -72,12 +74,16 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
 	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a}
+	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
+	if cfg.Lease.Follow {
+		s.watch.ReadOnly() // a read replica never writes the bucket
+	}
 	s.metrics = newServerMetrics(func() []dbhost.Stats {
 		if s.host == nil {
 			return nil
 		}
 		return s.host.Stats()
-	})
+	}, s.watch)
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
 		Store:            store,
@@ -185,6 +191,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.advertise(ln)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go s.watch.Run(watchCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "replica", s.store.String(),

@@ -38,7 +38,7 @@ func usage() {
 	for _, c := range commands {
 		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(os.Stderr, "  %-10s %s\n\nRun 'sluice COMMAND -h' for a command's flags.\n", "version", "print the version")
+	fmt.Fprintf(os.Stderr, "  %-10s %s\n\nRun 'sluice COMMAND -h' for a command's flags.\n\n%s\n", "version", "print the version", exitCodes)
 }
 
 func main() {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
+	"github.com/sluicedb/sluice/replica/watch"
 )
 
 func init() {
@@ -31,6 +32,7 @@ type sidecarFlags struct {
 	l0Retention      time.Duration
 	verbose          bool
 	lease            leaseFlags
+	fail             failFlags
 }
 
 func (f *sidecarFlags) register(fs *flag.FlagSet) {
@@ -41,6 +43,7 @@ func (f *sidecarFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.l0Retention, "l0-retention", 0, "keep per-sync files this long after compaction (default 5m)")
 	fs.BoolVar(&f.verbose, "v", false, "log every shipped file")
 	f.lease.register(fs)
+	f.fail.register(fs)
 }
 
 // resolve turns flags/config/positional args into targets plus compaction settings.
@@ -94,7 +97,7 @@ func newLogger(verbose bool) *slog.Logger {
 func runReplicate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("replicate", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nShips every commit of the database to the replica until SIGTERM/SIGINT,\nthen ships everything left and exits 0. Exit code 3: another writer owns the replica;\nexit code 4: -lease-fail-fast and another process holds the lease.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nChecks that the replica can be listed and written, then ships every commit of the\ndatabase to it until SIGTERM/SIGINT, ships everything left and exits 0.\n\n"+exitCodes+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	var sf sidecarFlags
@@ -108,14 +111,23 @@ func runReplicate(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(sf.verbose)
+	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+		return err
+	}
+	status := newSidecarStatus(targets, sf.fail)
+	if sf.fail.addr != "" {
+		if err := status.serve(ctx, sf.fail.addr, logger); err != nil {
+			return err
+		}
+	}
 	leases := newSidecarLeases(sf.lease)
 	defer leases.releaseAll(logger)
-	return replicateAll(ctx, targets, cc, logger, leases)
+	return replicateAll(ctx, targets, cc, logger, leases, status, sf.fail)
 }
 
 // replicateAll runs one replicator (and its compactor) per database until ctx
 // ends or one of them fails; the others then ship what they have and stop.
-func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases) error {
+func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -135,7 +147,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = replicateOne(ctx, t, stores[i], cc, logger, leases)
+			errs[i] = replicateOne(ctx, t, stores[i], cc, logger, leases, status, ff)
 			if errs[i] != nil {
 				cancel()
 			}
@@ -143,7 +155,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 	}
 	wg.Wait()
 
-	fenced := false
+	fenced, unavailable := false, ""
 	var all []error
 	for i, err := range errs {
 		if err == nil {
@@ -152,17 +164,26 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		if errors.Is(err, engine.ErrFenced) {
 			fenced = true
 		}
+		var ue *engine.UnavailableError
+		if errors.As(err, &ue) && unavailable == "" {
+			unavailable = fmt.Sprintf("sluice: REPLICA UNAVAILABLE: %s: no upload accepted by %s for %s (%s)",
+				targets[i].Path, redactURL(targets[i].ReplicaURL), ue.For.Round(time.Second), shortCause(ue.Err))
+		}
 		all = append(all, fmt.Errorf("%s: %w", targets[i].Path, err))
 	}
 	if fenced {
 		fmt.Fprintln(os.Stderr, "sluice: FENCED: another writer owns a replica; this process shipped nothing it could not own and stopped:", errors.Join(all...))
 		return exitError{code: exitFenced}
 	}
+	if unavailable != "" {
+		fmt.Fprintln(os.Stderr, replicaShorten(unavailable))
+		return exitError{code: exitReplica}
+	}
 	return errors.Join(all...)
 }
 
 // logger has no "db" attribute: the engine adds its own.
-func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger, leases *sidecarLeases) error {
+func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
 	dbLog := logger.With("db", t.Path)
 	if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
 		if ctx.Err() != nil {
@@ -183,23 +204,41 @@ func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compa
 		<-compDone
 	}()
 
+	w := watch.New(store, ff.budget)
 	r := engine.NewReplicator(t.Path, store, engine.ReplicatorOptions{
-		Interval: t.SyncInterval,
-		Logger:   logger,
+		Interval:    t.SyncInterval,
+		Logger:      logger,
+		ErrorBudget: ff.effectiveBudget(),
+		OnResult:    w.Observe,
 		OnShip: func(f replica.LTXFile) {
 			comp.Notify(f)
 		},
 	})
+	status.add(t.Path, r, w)
+	if status != nil && status.probe {
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go w.Run(wctx)
+	}
 	dbLog.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
 	if err := r.Run(ctx); err != nil {
+		h := r.Health()
+		dbLog.Error("stopped replicating; changes after shipped_txid are NOT in the replica",
+			"replica", store.String(), "shipped_txid", h.Pos.TXID.String(), "unshipped_bytes", h.UnshippedBytes)
 		return err
 	}
+	h := r.Health()
 	// A graceful stop folds this run's per-sync files into one, so the next
 	// boot restores from a few objects rather than one per sync.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
 	if err := comp.Flush(fctx, time.Now()); err != nil {
-		dbLog.Warn("could not compact on shutdown; the replica is complete, only restores read more files", "err", err)
+		dbLog.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
+	}
+	if h.Pos.TXID == 0 {
+		dbLog.Info("stopped; the database never existed, nothing to ship", "replica", store.String())
+	} else {
+		dbLog.Info("stopped; every change is in the replica", "replica", store.String(), "shipped_txid", h.Pos.TXID.String())
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func runRun(ctx context.Context, args []string) error {
 	fs.StringVar(&dbPath, "db", "", "database path (instead of -config)")
 	fs.StringVar(&replicaURL, "replica", "", "replica URL (with -db)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice run [-config FILE | -db PATH -replica URL] [flags] -- COMMAND [ARGS...]\n\nRestores each database that is missing locally and exists in its replica, then runs\nCOMMAND while replicating, forwards signals to it, ships everything once it exits,\nand exits with its exit code.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: sluice run [-config FILE | -db PATH -replica URL] [flags] -- COMMAND [ARGS...]\n\nRestores each database that is missing locally and exists in its replica, then runs\nCOMMAND while replicating, forwards signals to it, ships everything once it exits,\nand exits with its exit code. The replica is checked before COMMAND starts; if no\nupload is accepted for -replica-error-budget, COMMAND gets SIGTERM and sluice exits 5.\n\n"+exitCodes+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +54,18 @@ func runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(sf.verbose)
+	// Nothing starts before the paths and replicas are known to work.
+	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+		return err
+	}
+	status := newSidecarStatus(targets, sf.fail)
+	if sf.fail.addr != "" {
+		sctx, stopStatus := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopStatus()
+		if err := status.serve(sctx, sf.fail.addr, logger); err != nil {
+			return err
+		}
+	}
 	leases := newSidecarLeases(sf.lease)
 	defer leases.releaseAll(logger)
 
@@ -93,7 +105,7 @@ func runRun(ctx context.Context, args []string) error {
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRep()
 	repDone := make(chan error, 1)
-	go func() { repDone <- replicateAll(repCtx, targets, cc, logger, leases) }()
+	go func() { repDone <- replicateAll(repCtx, targets, cc, logger, leases, status, sf.fail) }()
 
 	child := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr

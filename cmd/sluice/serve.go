@@ -35,7 +35,7 @@ func (t *tokenFlags) Set(v string) error {
 func runServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\n\nFlags (override the config file):")
+		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\nThe replica is checked (listed and written) before listening; /health answers while the\nprocess runs, /ready only while the replica takes writes.\n\n"+exitCodes+"\n\nFlags (override the config file):")
 		fs.PrintDefaults()
 	}
 	def := server.Defaults()
@@ -53,6 +53,7 @@ func runServe(ctx context.Context, args []string) error {
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
 	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
+	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -92,10 +93,22 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Lease.PollInterval = server.Duration(*followPoll)
 		case "idempotency-window":
 			cfg.IdempotencyWindow = server.Duration(*idemWindow)
+		case "replica-error-budget":
+			cfg.ReplicaErrorBudget = server.Duration(*budget)
 		}
 	})
+	if cfg.ReplicaErrorBudget <= 0 {
+		cfg.ReplicaErrorBudget = server.Duration(*budget)
+	}
+	logger := newLogger(*verbose)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return err
+	}
+	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
+		return err
+	}
 	cfg.Tokens = append(cfg.Tokens, tokens...)
-	srv, err := server.New(ctx, cfg, newLogger(*verbose), version)
+	srv, err := server.New(ctx, cfg, logger, version)
 	if err != nil {
 		return err
 	}

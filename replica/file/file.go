@@ -160,11 +160,11 @@ func (s *Store) writeTemp(ctx context.Context, final string, r io.Reader, size i
 	}
 	dir := filepath.Dir(final)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", replica.ObjectInfo{}, fmt.Errorf("create directory: %w", err)
+		return "", replica.ObjectInfo{}, fmt.Errorf("create directory: %w", classify(err))
 	}
 	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
-		return "", replica.ObjectInfo{}, fmt.Errorf("create temp file: %w", err)
+		return "", replica.ObjectInfo{}, fmt.Errorf("create temp file: %w", classify(err))
 	}
 	fail := func(err error) (string, replica.ObjectInfo, error) {
 		f.Close()
@@ -199,11 +199,11 @@ func (s *Store) locked(fn func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := os.MkdirAll(s.root, 0o755); err != nil {
-		return fmt.Errorf("create root directory: %w", err)
+		return fmt.Errorf("create root directory: %w", classify(err))
 	}
 	lf, err := os.OpenFile(filepath.Join(s.root, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("open lock file: %w", err)
+		return fmt.Errorf("open lock file: %w", classify(err))
 	}
 	defer lf.Close() // closing the descriptor releases the flock
 	for {
@@ -358,7 +358,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list %q in %s: %w", prefix, s, err)
+		return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil

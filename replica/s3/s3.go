@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/superfly/ltx"
 
@@ -155,7 +156,9 @@ func loadAWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 			tr.TLSClientConfig.InsecureSkipVerify = true
 		}
 	})
-	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
+	// No SDK log lines: its IMDS fallback warnings repeat on every request
+	// without credentials; failures reach the caller as classified errors.
+	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient), config.WithLogger(logging.Nop{})}
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
 	}
@@ -168,6 +171,9 @@ func loadAWSConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 			return aws.Config{}, errors.New("s3 store: no region: add ?region=… to the URL or set AWS_REGION")
 		}
 		awsCfg.Region = "us-east-1" // S3-compatible services mostly ignore it, but signing needs one
+	}
+	if awsCfg.Credentials != nil {
+		awsCfg.Credentials = markedCredentials{awsCfg.Credentials}
 	}
 	awsConfigs[cacheKey] = awsCfg
 	return awsCfg.Copy(), nil
@@ -312,7 +318,7 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 		case isNotFound(err):
 			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, replica.ErrNotFound)
 		default:
-			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 		}
 	}
 }
@@ -351,7 +357,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if isNotFound(err) {
 		return nil, fmt.Errorf("get %s from %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, err)
+		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, classify(err))
 	}
 	return out.Body, nil
 }
@@ -362,7 +368,7 @@ func (s *Store) Stat(ctx context.Context, key string) (replica.ObjectInfo, error
 	if isNotFound(err) {
 		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, classify(err))
 	}
 	return replica.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
 }
@@ -388,7 +394,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		})
 		if err != nil {
-			return fmt.Errorf("delete %d objects (first %s) from %s: %w", len(batch), batch[0], s, err)
+			return fmt.Errorf("delete %d objects (first %s) from %s: %w", len(batch), batch[0], s, classify(err))
 		}
 		for _, e := range out.Errors {
 			if aws.ToString(e.Code) == "NoSuchKey" {
@@ -426,7 +432,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, err)
+			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 		}
 		for _, o := range page.Contents {
 			out = append(out, replica.ObjectInfo{

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/replica/file"
+)
+
+// breakableStore is a file store whose root can be replaced by a regular
+// file, so every write fails for real (ENOTDIR), and put back.
+func breakableStore(t *testing.T) (store *file.Store, breakIt, repair func()) {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "replica")
+	s, err := file.New(root)
+	must(t, err)
+	breakIt = func() {
+		must(t, os.Rename(root, root+".away"))
+		must(t, os.WriteFile(root, nil, 0o644))
+	}
+	repair = func() {
+		must(t, os.Remove(root))
+		must(t, os.Rename(root+".away", root))
+	}
+	return s, breakIt, repair
+}
+
+func waitTXID(t *testing.T, r *Replicator, min uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for uint64(r.Pos().TXID) < min {
+		if time.Now().After(deadline) {
+			t.Fatalf("TXID %d not shipped within 10s (pos %s)", min, r.Pos())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Uploads that keep failing are retried with backoff, not every tick, and
+// Run gives up once the error budget is spent, reporting what is unshipped.
+func TestReplicatorErrorBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	a.insert(1)
+	store, breakIt, _ := breakableStore(t)
+	budget := 1500 * time.Millisecond
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t), ErrorBudget: budget})
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(context.Background()) }()
+	waitTXID(t, r, 1)
+
+	breakIt()
+	broken := time.Now()
+	a.insert(3)
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run kept going past its error budget")
+	}
+	if !errors.Is(err, ErrReplicaUnavailable) {
+		t.Fatalf("Run returned %v, want ErrReplicaUnavailable", err)
+	}
+	if d := time.Since(broken); d < budget {
+		t.Fatalf("gave up after %s, before the %s budget", d, budget)
+	}
+	h := r.Health()
+	if h.UnshippedBytes == 0 || h.FailingSince.IsZero() || h.LastErr == nil {
+		t.Fatalf("health does not show the unshipped change: %+v", h)
+	}
+	// At 20 ms ticks without backoff this would be about 75 attempts.
+	if h.Errors > 6 {
+		t.Fatalf("%d failed attempts in %s: no backoff", h.Errors, budget)
+	}
+}
+
+// Without a budget the replicator keeps retrying and catches up once the
+// store is back.
+func TestReplicatorRecoversWithoutBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	a.insert(1)
+	store, breakIt, repair := breakableStore(t)
+	var results []error
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t),
+		OnResult: func(err error) { results = append(results, err) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	waitTXID(t, r, 1)
+	before := r.Pos().TXID
+
+	breakIt()
+	a.insert(2)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Health().Errors == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failure seen with the store broken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	repair()
+	waitTXID(t, r, uint64(before)+1)
+	if h := r.Health(); !h.FailingSince.IsZero() || h.UnshippedBytes != 0 {
+		t.Fatalf("still failing after catching up: %+v", h)
+	}
+	cancel()
+	must(t, <-errc)
+	if len(results) < 2 || results[0] != nil {
+		t.Fatalf("OnResult saw %v", results)
+	}
+}

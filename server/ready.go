@@ -1,0 +1,33 @@
+package server
+
+import (
+	"net/http"
+	"time"
+)
+
+// serveReady answers 200 while the replica accepted an upload or a probe
+// within the error budget and its latest answer was a success, else 503: an
+// orchestrator then routes writes elsewhere, since this instance could not
+// acknowledge them. /health stays 200 while the process runs.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	st := s.watch.Status()
+	body := map[string]any{"replica": s.store.String()}
+	if !st.LastOK.IsZero() {
+		body["last_success_age_seconds"] = time.Since(st.LastOK).Seconds()
+	}
+	code := http.StatusOK
+	body["status"] = "ready"
+	if !st.Ready {
+		code = http.StatusServiceUnavailable
+		body["status"] = "not ready"
+		if st.LastErr != nil {
+			body["error"] = st.LastErr.Error()
+		} else {
+			body["error"] = "no upload or probe accepted within the error budget"
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	writeJSON(w, body)
+}
