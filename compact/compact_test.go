@@ -2,6 +2,7 @@ package compact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -523,5 +524,47 @@ func TestFailedLevelWriteIsRetriedBeforeTheNextBoundary(t *testing.T) {
 	}
 	if n := c.Stats().PerLevel[1]; n != 1 {
 		t.Fatalf("level 1 holds %d files after the retry; want 1", n)
+	}
+}
+
+// hungStore's object bodies never deliver a byte until the request is
+// cancelled, as on a connection that stopped answering.
+type hungStore struct{ replica.Store }
+
+type hungBody struct{ ctx context.Context }
+
+func (b hungBody) Read([]byte) (int, error) { <-b.ctx.Done(); return 0, b.ctx.Err() }
+func (b hungBody) Close() error             { return nil }
+
+func (s hungStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	return hungBody{ctx}, nil
+}
+
+// A merge whose inputs stop delivering fails with a clear error once no
+// progress was made for CallTimeout, instead of holding its budget forever.
+func TestStalledInputFailsThePassAfterCallTimeout(t *testing.T) {
+	fs, _ := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 10)
+	h.Ship(t0)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 1; i <= 3; i++ {
+		writeOnce(h, rng, i)
+		h.Ship(t0)
+	}
+	budget := replica.NewBudget(8)
+	c := New(hungStore{fs}, Config{CallTimeout: 100 * time.Millisecond, Budget: budget}, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- c.CompactOnce(context.Background(), t0.Add(time.Minute)) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, replica.ErrStalled) {
+			t.Fatalf("pass over stalled inputs: %v; want ErrStalled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a pass over stalled inputs did not give up")
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("%d budget slots still held after the failed pass", n)
 	}
 }

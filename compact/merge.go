@@ -182,8 +182,11 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 				rcs[i], r = rc, wd.Reader(rc)
 			}
 			decs[i] = ltx.NewDecoder(bufio.NewReaderSize(r, 64<<10))
-			if err := decs[i].DecodeHeader(); err != nil {
-				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, replica.Stalled(ctx, err))
+			if err := decs[i].DecodeHeader(); err != nil && ctx.Err() != nil {
+				errs[i] = fmt.Errorf("compaction input %s in %s cannot be read: %w", s.name, c.store, replica.Stalled(ctx, err))
+				return
+			} else if err != nil {
+				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, err)
 				return
 			}
 			hdrs[i] = decs[i].Header()
