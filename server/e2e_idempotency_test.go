@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,10 @@ func TestServeIdempotencyKeyRetriesThroughOutageAndKill9(t *testing.T) {
 	minio := testenv.MinIO(t)
 	url := minio.URL(minio.NewBucket(t), "srv")
 	bin := buildSluice(t)
+	tmp := t.TempDir()
+	if out, err := exec.Command(bin, "serve", "-idempotency-window", "-1s", "-data", tmp, "-replica", "file://"+tmp+"/r").CombinedOutput(); err == nil || !strings.Contains(string(out), "idempotency window") {
+		t.Fatalf("a negative -idempotency-window was accepted or unexplained: %v\n%s", err, out)
+	}
 	dataDir := t.TempDir()
 	args := []string{"-data", dataDir, "-replica", url}
 	srv := startServe(t, bin, minio.Env(), args...)
