@@ -168,7 +168,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := x.h.runAuto(x.ctx, x.s.db, plain, func(c dbhost.Conn) error {
-		rc := &runConn{conn: c, pooled: true, virtual: virtual}
+		rc := &runConn{conn: c, pooled: true, virtual: virtual, stop: x.ctx}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -289,7 +289,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 		return outcome{}, s.dead
 	}
 	ctx, cancel := context.WithDeadline(x.ctx, deadline)
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx}
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx

@@ -22,6 +22,9 @@ type runConn struct {
 	// endCtx runs COMMIT and ROLLBACK on a session without the transaction
 	// deadline: the commit's durable upload must not be cut short by it.
 	endCtx context.Context
+	// stop is the request's context: once it is done no further step starts
+	// (each would only be interrupted, one after the other, on the writer).
+	stop context.Context
 }
 
 func (rc *runConn) autocommit() bool {
@@ -35,6 +38,10 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 	out := outcome{results: make([]*stmtResultJSON, len(steps)), errs: make([]*Error, len(steps))}
 	for i := range steps {
 		st := &steps[i]
+		if rc.stop != nil && rc.stop.Err() != nil {
+			out.errs[i] = toError(rc.stop.Err(), "")
+			continue
+		}
 		if st.cond != nil && !rc.eval(st.cond, out) {
 			continue
 		}
