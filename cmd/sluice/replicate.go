@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -128,6 +129,7 @@ func runReplicate(ctx context.Context, args []string) error {
 // replicateAll runs one replicator (and its compactor) per database until ctx
 // ends or one of them fails; the others then ship what they have and stop.
 func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
+	limitSidecarHeap()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -247,3 +249,16 @@ func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compa
 // second of the final upload (Cloud Run allows 10 s after SIGTERM, and a
 // replica left uncompacted is complete; restores only read more files).
 const flushTimeout = 500 * time.Millisecond
+
+// sidecarHeapLimit is the sidecar's soft heap target. Its working set is a
+// few bounded buffers per database, so a garbage heap far above it is only
+// delay in collection — which a 512 MiB container beside its app cannot spare.
+const sidecarHeapLimit = 48 << 20
+
+// limitSidecarHeap sets the soft heap limit unless the operator chose one
+// with GOMEMLIMIT.
+func limitSidecarHeap() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(sidecarHeapLimit)
+	}
+}
