@@ -1,12 +1,14 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 )
 
 // serveReady answers 200 while the replica accepted an upload or a probe
-// within the error budget and its latest answer was a success, else 503: an
+// within the error budget and its latest answer was a success (with -follow:
+// and every follower is less than the budget behind), else 503: an
 // orchestrator then routes writes elsewhere, since this instance could not
 // acknowledge them. /health stays 200 while the process runs.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
@@ -24,6 +26,18 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			body["error"] = st.LastErr.Error()
 		} else {
 			body["error"] = "no upload or probe accepted within the error budget"
+		}
+	}
+	if st.Ready && s.cfg.Lease.Follow && s.host != nil {
+		// A read replica is ready while its followers keep up with the bucket.
+		budget := time.Duration(s.cfg.ReplicaErrorBudget)
+		for _, f := range s.host.FollowerStats() {
+			if budget > 0 && f.Behind > budget {
+				code = http.StatusServiceUnavailable
+				body["status"] = "not ready"
+				body["error"] = fmt.Sprintf("follower of %s is %s behind the bucket", f.Name, f.Behind.Round(time.Second))
+				break
+			}
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -166,7 +166,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (r
 
 func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64, cond *blob.ModifiedAccessConditions) (replica.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 	}
 	bb := s.container.NewBlockBlobClient(s.blobName(key))
 	token := newToken()
@@ -211,7 +211,7 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 		case bloberror.HasCode(err, bloberror.BlobNotFound):
 			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, replica.ErrNotFound)
 		default:
-			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 		}
 	}
 	info := replica.ObjectInfo{Key: key, Size: n}
@@ -272,7 +272,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if bloberror.HasCode(err, bloberror.BlobNotFound) {
 		return nil, fmt.Errorf("get %s from %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, err)
+		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, classify(err))
 	}
 	return resp.Body, nil
 }
@@ -283,7 +283,7 @@ func (s *Store) Stat(ctx context.Context, key string) (replica.ObjectInfo, error
 	if bloberror.HasCode(err, bloberror.BlobNotFound) || isBare404(err) {
 		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, classify(err))
 	}
 	return propsInfo(key, props), nil
 }
@@ -301,7 +301,7 @@ const deleteParallelism = 16
 // Delete removes keys, ignoring missing ones.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete from %s: %w", s, err)
+		return fmt.Errorf("delete from %s: %w", s, classify(err))
 	}
 	sem := make(chan struct{}, deleteParallelism)
 	var wg sync.WaitGroup
@@ -316,7 +316,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 			if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
 				mu.Lock()
 				if firstErr == nil {
-					firstErr = fmt.Errorf("delete %s from %s: %w", k, s, err)
+					firstErr = fmt.Errorf("delete %s from %s: %w", k, s, classify(err))
 				}
 				mu.Unlock()
 			}
@@ -337,7 +337,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, err)
+			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 		}
 		for _, b := range page.Segment.BlobItems {
 			if b.Name == nil || b.Properties == nil {

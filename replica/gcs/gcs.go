@@ -137,7 +137,7 @@ const chunkQuantum = 256 << 10
 
 func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64, cond storage.Conditions) (replica.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 	}
 	obj := s.bucket.Object(s.objectName(key))
 	if cond != (storage.Conditions{}) {
@@ -162,7 +162,7 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 	if err != nil {
 		cancel()
 		w.Close()
-		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 	}
 	if err := w.Close(); err != nil {
 		switch status := httpStatus(err); {
@@ -177,7 +177,7 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 		case status == http.StatusNotFound && cond.GenerationMatch != 0:
 			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, replica.ErrNotFound)
 		default:
-			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+			return replica.ObjectInfo{}, fmt.Errorf("%s %s in %s: %w", op, key, s, classify(err))
 		}
 	}
 	return info(key, w.Attrs()), nil
@@ -212,7 +212,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return nil, fmt.Errorf("get %s from %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, err)
+		return nil, fmt.Errorf("get %s from %s (offset %d, length %d): %w", key, s, offset, length, classify(err))
 	}
 	return rc, nil
 }
@@ -223,7 +223,7 @@ func (s *Store) Stat(ctx context.Context, key string) (replica.ObjectInfo, error
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, replica.ErrNotFound)
 	} else if err != nil {
-		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, err)
+		return replica.ObjectInfo{}, fmt.Errorf("stat %s in %s: %w", key, s, classify(err))
 	}
 	return info(key, attrs), nil
 }
@@ -235,7 +235,7 @@ const deleteParallelism = 16
 // Delete removes keys, ignoring missing ones.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete from %s: %w", s, err)
+		return fmt.Errorf("delete from %s: %w", s, classify(err))
 	}
 	sem := make(chan struct{}, deleteParallelism)
 	var wg sync.WaitGroup
@@ -250,7 +250,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 			if err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
 				mu.Lock()
 				if firstErr == nil {
-					firstErr = fmt.Errorf("delete %s from %s: %w", k, s, err)
+					firstErr = fmt.Errorf("delete %s from %s: %w", k, s, classify(err))
 				}
 				mu.Unlock()
 			}
@@ -263,7 +263,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 // List iterates the objects under prefix.
 func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("list %q in %s: %w", prefix, s, err)
+		return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 	}
 	full := s.objectName(prefix)
 	if s.cfg.Prefix != "" && prefix == "" {
@@ -280,7 +280,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 		if errors.Is(err, iterator.Done) {
 			break
 		} else if err != nil {
-			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, err)
+			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 		}
 		key := a.Name
 		if s.cfg.Prefix != "" {
