@@ -42,7 +42,7 @@ func buildSluice(t *testing.T) string {
 type serveProc struct {
 	cmd  *exec.Cmd
 	base string
-	log  *strings.Builder
+	log  *lockedLog
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, valid after done
 }
@@ -53,10 +53,8 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin, append([]string{"serve", "-listen", addr}, args...)...)
 	cmd.Env = append(os.Environ(), env...) // AWS_CA_BUNDLE stays set: the S3 client must cope
-	log := &strings.Builder{}
-	var mu sync.Mutex
-	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(b) })
-	cmd.Stdout, cmd.Stderr = w, w
+	log := &lockedLog{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +80,24 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 	}
 }
 
-type writerFunc func([]byte) (int, error)
+// lockedLog collects a child's output, written by exec's copying goroutines
+// while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
 
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 func post(base, db, body string) (int, string, error) {
 	resp, err := http.Post(base+"/v1/databases/"+db+"/query", "application/json", strings.NewReader(body))

@@ -69,11 +69,15 @@ func (h *handoffState) track(next http.Handler) http.Handler {
 	})
 }
 
-// drain waits until requests stop arriving (or the grace runs out).
+// drain waits until requests stop arriving (or the grace runs out). The
+// quiet period counts from the hand-off's start at the earliest: a load
+// balancer that has not yet noticed the SIGTERM sends its next request after
+// the release, however idle the instance was before it.
 func (h *handoffState) drain(ctx context.Context) {
-	deadline := time.Now().Add(handoffMaxGrace)
+	start := time.Now()
+	deadline := start.Add(handoffMaxGrace)
 	for time.Now().Before(deadline) {
-		quietFor := time.Since(time.Unix(0, h.lastSeen.Load()))
+		quietFor := min(time.Since(time.Unix(0, h.lastSeen.Load())), time.Since(start))
 		if h.inflight.Load() == 0 && quietFor > handoffQuiet {
 			return
 		}
