@@ -40,6 +40,13 @@ type Limits struct {
 	ReadConnections  int      `yaml:"read_connections"`  // per database, default 4
 	MaxSessions      int      `yaml:"max_sessions"`      // interactive sessions per database, default 64
 	UploadTimeout    Duration `yaml:"upload_timeout"`    // per upload, default 30s
+	// MaxOpenDatabases caps the databases open at once; the least recently
+	// used idle one is closed to open another. Default: what the descriptor
+	// limit allows (about 20 descriptors each), at most 256.
+	MaxOpenDatabases int `yaml:"max_open_databases"`
+	// DatabaseIdleTimeout closes a database unused this long (default 1m;
+	// negative: never). Reopening needs no restore.
+	DatabaseIdleTimeout Duration `yaml:"database_idle_timeout"`
 }
 
 // Group tunes group commit.

@@ -61,6 +61,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	default:
 		return nil, fmt.Errorf("durability %q: use sync or async", cfg.Durability)
 	}
+	if cfg.Limits.MaxOpenDatabases < 0 {
+		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
+	}
 	a, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
@@ -85,6 +88,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxGroupRequests: cfg.Group.MaxRequests,
 		ReadConns:        cfg.Limits.ReadConnections,
 		MaxSessions:      cfg.Limits.MaxSessions,
+		MaxOpen:          cfg.Limits.MaxOpenDatabases,
+		IdleTimeout:      time.Duration(cfg.Limits.DatabaseIdleTimeout),
 		Logger:           logger,
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),

@@ -52,6 +52,8 @@ func runServe(ctx context.Context, args []string) error {
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
+	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
+	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,6 +89,10 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Lease.Advertise = *advertise
 		case "follow":
 			cfg.Lease.Follow = *followOnly
+		case "max-open-databases":
+			cfg.Limits.MaxOpenDatabases = *maxOpen
+		case "database-idle-timeout":
+			cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
 		case "follow-poll":
 			cfg.Lease.PollInterval = server.Duration(*followPoll)
 		}

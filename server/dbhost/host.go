@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
@@ -53,8 +54,14 @@ type Options struct {
 	MaxGroupRequests int           // requests per write group [1000]
 	ReadConns        int           // read connections per database [4]
 	MaxSessions      int           // interactive sessions per database [64]
-	Logger           *slog.Logger
-	Observer         Observer
+	// MaxOpen caps the databases open at once; the least recently used idle
+	// one is closed to open another (evict.go). [derived from the descriptor
+	// limit, at most 256]
+	MaxOpen int
+	// IdleTimeout closes a database unused for this long [1m]; < 0: never.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	Observer    Observer
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options
@@ -83,6 +90,12 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = defaultMaxOpen(o.ReadConns, descriptorLimit())
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = time.Minute
+	}
 }
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -93,12 +106,16 @@ var localFileSuffixes = []string{"", "-wal", "-shm", "-sluice"}
 type Host struct {
 	opts Options
 
-	mu      sync.Mutex
-	dbs     map[string]*database
-	locks   map[string]*sync.Mutex // serialises open/create/delete per name
-	closed  bool
-	leases  *leaseTable // nil without Options.Lease
-	follows *followTable
+	mu        sync.Mutex
+	dbs       map[string]*database
+	locks     map[string]*sync.Mutex // serialises open/create/delete per name
+	closed    bool
+	leases    *leaseTable // nil without Options.Lease
+	follows   *followTable
+	stop      chan struct{}  // ends the idle sweeper
+	bucket    bucketNames    // databases found in the replica, for List
+	evicting  sync.WaitGroup // evictions under way; Close waits for them
+	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -115,19 +132,29 @@ func New(opts Options) (*Host, error) {
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(h, *opts.Lease)
 	}
+	h.stop = make(chan struct{})
+	if opts.IdleTimeout > 0 {
+		go h.sweepIdle(h.stop)
+	}
 	return h, nil
 }
 
 func (h *Host) path(name string) string { return filepath.Join(h.opts.DataDir, name+".db") }
 
-func (h *Host) lock(name string) func() {
+// nameLock serialises open/create/delete/evict of one name.
+func (h *Host) nameLock(name string) *sync.Mutex {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	l := h.locks[name]
 	if l == nil {
 		l = &sync.Mutex{}
 		h.locks[name] = l
 	}
-	h.mu.Unlock()
+	return l
+}
+
+func (h *Host) lock(name string) func() {
+	l := h.nameLock(name)
 	l.Lock()
 	return l.Unlock
 }
@@ -138,7 +165,11 @@ func (h *Host) cached(name string) (*database, error) {
 	if h.closed {
 		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "server is shutting down")
 	}
-	return h.dbs[name], nil
+	db := h.dbs[name]
+	if db != nil {
+		db.touch()
+	}
+	return db, nil
 }
 
 func notFound(name string) *Error {
@@ -268,8 +299,10 @@ func createEmpty(path string) error {
 // start opens the replicator and connections; on a diverged local file
 // (sync mode: the bucket is the truth) it moves the file aside and restores.
 func (h *Host) start(ctx context.Context, name, path string, store replica.Store, log *slog.Logger) (*database, error) {
+	h.makeRoom(name)
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
-		sessions: map[*session]struct{}{}}
+		sessions: map[*session]struct{}{}, host: h}
+	db.touch()
 	var notify func(replica.LTXFile)
 	onShip := func(f replica.LTXFile) {
 		if h.opts.Observer != nil {
@@ -350,6 +383,7 @@ func (db *database) openConns() error {
 // Info describes one database in a listing.
 type Info struct {
 	Name      string `json:"name"`
+	Local     bool   `json:"local"`      // false: only in the replica; the first use restores it
 	SizeBytes int64  `json:"size_bytes"` // database file plus WAL
 	Open      bool   `json:"open"`
 	TXID      uint64 `json:"txid"`      // replication position (last TXID in the bucket); 0 if not open
@@ -357,32 +391,66 @@ type Info struct {
 	Fenced    bool   `json:"fenced,omitempty"`
 }
 
-// List lists the local databases (files in DataDir) and their positions.
+// List lists the local databases (files in DataDir) with their positions,
+// and the databases that exist only in the replica (Local false). A replica
+// that cannot be listed fails the listing: an answer missing databases
+// would look complete.
 func (h *Host) List(ctx context.Context) ([]Info, error) {
 	entries, err := os.ReadDir(h.opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", h.opts.DataDir, err)
 	}
 	var out []Info
+	local := map[string]bool{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".db")
 		if !ok || e.IsDir() || ValidateName(name) != nil {
 			continue
 		}
-		in := Info{Name: name}
-		for _, suffix := range []string{"", "-wal"} {
-			if fi, err := os.Stat(h.path(name) + suffix); err == nil {
-				in.SizeBytes += fi.Size()
-			}
+		local[name] = true
+		out = append(out, h.localInfo(name))
+	}
+	remote, err := h.replicaNames(ctx)
+	if err != nil {
+		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable,
+			"list the databases in the replica "+h.opts.Store.String()+": "+err.Error()+"; retry")
+	}
+	for name := range remote {
+		if !local[name] {
+			out = append(out, Info{Name: name})
 		}
-		if db, _ := h.cached(name); db != nil {
-			st := db.stats()
-			in.Open, in.TXID, in.Unshipped, in.Fenced = true, st.TXID, st.Unshipped, st.Fenced
-		}
-		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// Describe returns one local database's listing entry without listing the
+// others (the answer to a create).
+func (h *Host) Describe(name string) (Info, bool) {
+	if ValidateName(name) != nil {
+		return Info{}, false
+	}
+	if _, err := os.Stat(h.path(name)); err != nil {
+		return Info{}, false
+	}
+	return h.localInfo(name), true
+}
+
+func (h *Host) localInfo(name string) Info {
+	in := Info{Name: name, Local: true}
+	for _, suffix := range []string{"", "-wal"} {
+		if fi, err := os.Stat(h.path(name) + suffix); err == nil {
+			in.SizeBytes += fi.Size()
+		}
+	}
+	h.mu.Lock()
+	db := h.dbs[name]
+	h.mu.Unlock()
+	if db != nil {
+		st := db.stats()
+		in.Open, in.TXID, in.Unshipped, in.Fenced = true, st.TXID, st.Unshipped, st.Fenced
+	}
+	return in
 }
 
 // Delete closes the database and removes its local files; with purge it
@@ -416,6 +484,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 		}
 	}
 	if purge {
+		defer h.forgetReplicaNames()
 		store := Sub(h.opts.Store, name)
 		objs, err := store.List(ctx, "")
 		if err == nil {
@@ -453,6 +522,9 @@ func (h *Host) Stats() []Stats {
 // database. Call it after the HTTP server has stopped taking requests.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
+	if !h.closed {
+		close(h.stop)
+	}
 	h.closed = true
 	dbs := h.dbs
 	h.dbs = map[string]*database{}
@@ -468,6 +540,7 @@ func (h *Host) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	h.evicting.Wait()
 	if h.leases != nil { // after the final uploads: a waiter may take over now
 		h.leases.closeAll()
 	}
