@@ -107,27 +107,33 @@ func (h *Host) sweepIdle(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-h.opts.IdleTimeout).UnixNano()
-		h.mu.Lock()
-		var idle []*database
-		for _, db := range h.dbs {
-			if db.lastUsed.Load() < cutoff {
-				idle = append(idle, db)
-			}
-		}
-		h.mu.Unlock()
-		closed := 0
-		for _, db := range idle {
-			if h.evict(db, cutoff) {
-				closed++
-			}
-		}
+		closed := h.closeIdle(time.Now().Add(-h.opts.IdleTimeout).UnixNano())
 		if closed >= freeAfterClosing {
 			// SQLite's caches of the closed databases are garbage now; hand
 			// the pages back so an idle server's RSS reflects what it holds.
 			debug.FreeOSMemory()
 		}
 	}
+}
+
+// closeIdle closes the databases unused since cutoff (unix nanoseconds)
+// and reports how many it closed.
+func (h *Host) closeIdle(cutoff int64) int {
+	h.mu.Lock()
+	var idle []*database
+	for _, db := range h.dbs {
+		if db.lastUsed.Load() < cutoff {
+			idle = append(idle, db)
+		}
+	}
+	h.mu.Unlock()
+	closed := 0
+	for _, db := range idle {
+		if h.evict(db, cutoff) {
+			closed++
+		}
+	}
+	return closed
 }
 
 // evict closes db if it is idle (and, with cutoff > 0, unused since
