@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", summary: "the seeds' load tests and benchmarks (scenarios, compare, serve, restore, handoff, list)", run: runBench})
+	register(command{name: "bench", summary: "the seeds' load tests and benchmarks (scenarios, compare, serve, restore, handoff, manydbs, list)", run: runBench})
 }
 
 // benchCommands are bench's subcommands, each a benchmark that prints its
@@ -31,6 +31,7 @@ Subcommands:
   serve              seed 001's load against sluice serve, a trivial handler and the seed-001 stack
   restore            seed 001's database restored by sluice and by Litestream, beside one plain download
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
+  manydbs            N databases created, written once and idle in one serve: RSS and descriptors
   list REPLICA_URL   LIST latency against object count (seed 003)
 
 Run 'sluice bench NAME -h' for flags.`)
