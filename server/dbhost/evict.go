@@ -2,6 +2,8 @@ package dbhost
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -67,14 +69,43 @@ func (db *database) busy() bool {
 	return sessions > 0 || unshipped > 0 || db.fenced.Load()
 }
 
-// makeRoom closes least recently used idle databases until fewer than
-// MaxOpen are open (the caller is about to open one more). except is the
-// name the caller holds the lock of. If every open database is busy, the
-// new one opens anyway: refusing it would fail a request that the server
-// can serve, and busy databases become idle within an upload.
+// reserveSlot waits until a database may open without exceeding MaxOpen
+// (closing idle ones to make room) and reserves the slot; release it once
+// the database is in the table or failed to open. Busy databases become
+// idle within an upload, so it waits for one rather than exceed the cap
+// (the descriptor limit is hard); after openWait it answers 503.
+func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), err error) {
+	deadline := time.Now().Add(openWait)
+	for {
+		h.makeRoom(name)
+		h.mu.Lock()
+		if len(h.dbs)+h.opening < h.opts.MaxOpen {
+			h.opening++
+			h.mu.Unlock()
+			return func() { h.mu.Lock(); h.opening--; h.mu.Unlock() }, nil
+		}
+		h.mu.Unlock()
+		if time.Now().After(deadline) {
+			return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, fmt.Sprintf(
+				"database %s: all %d open databases are busy; retry, or raise max_open_databases (and the descriptor limit)", quote(name), h.opts.MaxOpen))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, sqlError(ctx.Err(), false)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// openWait bounds how long opening a database waits for an open one to
+// become idle.
+const openWait = 10 * time.Second
+
+// makeRoom closes least recently used idle databases until a slot is free
+// for one more. except is the name the caller holds the lock of.
 func (h *Host) makeRoom(except string) {
 	h.mu.Lock()
-	excess := len(h.dbs) - h.opts.MaxOpen + 1
+	excess := len(h.dbs) + h.opening - h.opts.MaxOpen + 1
 	var cands []*database
 	if excess > 0 {
 		for name, db := range h.dbs {

@@ -114,6 +114,7 @@ type Host struct {
 	follows   *followTable
 	stop      chan struct{}  // ends the idle sweeper
 	bucket    bucketNames    // databases found in the replica, for List
+	opening   int            // slots reserved by databases being opened (under mu)
 	evicting  sync.WaitGroup // evictions under way; Close waits for them
 	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
 }
@@ -299,7 +300,11 @@ func createEmpty(path string) error {
 // start opens the replicator and connections; on a diverged local file
 // (sync mode: the bucket is the truth) it moves the file aside and restores.
 func (h *Host) start(ctx context.Context, name, path string, store replica.Store, log *slog.Logger) (*database, error) {
-	h.makeRoom(name)
+	release, err := h.reserveSlot(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer release() // after the database is in the table (or failed)
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
 		sessions: map[*session]struct{}{}, host: h}
 	db.touch()
