@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -16,7 +17,7 @@ const busyTimeout = 5 * time.Second
 // openConn opens one of sluice's own connections to the application's
 // database. It never creates the file.
 func openConn(path string) (*sqlite.Conn, error) {
-	c, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenURI)
+	c, err := sqliteconn.Open(path, sqlite.OpenReadWrite|sqlite.OpenURI)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

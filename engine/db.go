@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
 
@@ -174,7 +175,7 @@ func (db *DB) closeConns() {
 	for _, c := range append([]*sqlite.Conn{db.lock}, db.readers[:]...) {
 		if c != nil {
 			_ = endTx(c)
-			_ = c.Close()
+			_ = sqliteconn.Close(c)
 		}
 	}
 	db.lock, db.readers = nil, [2]*sqlite.Conn{}

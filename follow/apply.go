@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -225,7 +226,7 @@ func setRollbackMode(path string) error {
 }
 
 func openLockConn(path string, busy time.Duration) (*sqlite.Conn, error) {
-	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite)
+	conn, err := sqliteconn.Open(path, sqlite.OpenReadWrite)
 	if err != nil {
 		return nil, fmt.Errorf("follow: open %s: %w", path, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
 
@@ -291,7 +292,7 @@ func (f *Follower) Close() error {
 	f.mu.Unlock()
 	var err error
 	if lock != nil {
-		err = lock.Close()
+		err = sqliteconn.Close(lock)
 	}
 	if file != nil {
 		err = errors.Join(err, file.Close())

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
@@ -186,11 +187,11 @@ func removeTemp(tmpPath string) {
 
 // integrityCheck runs PRAGMA integrity_check on the database at path.
 func integrityCheck(path string) error {
-	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite)
+	conn, err := sqliteconn.Open(path, sqlite.OpenReadWrite)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	defer conn.Close()
+	defer sqliteconn.Close(conn)
 	var problems []string
 	err = sqlitex.ExecuteTransient(conn, "PRAGMA integrity_check", &sqlitex.ExecOptions{
 		ResultFunc: func(stmt *sqlite.Stmt) error {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/compact"
@@ -10,8 +11,9 @@ import (
 )
 
 // compaction returns the per-database compaction starter for dbhost, or nil
-// when disabled: one compact.Compactor per database replica, notified of
-// every shipped file (so its steady state makes no LIST).
+// when disabled: one compact.Compactor per open database, notified of every
+// shipped file (so its steady state makes no LIST). It runs only while the
+// database is open; a closed (idle) database has no goroutine or timer.
 func compaction(cfg Compaction, logger *slog.Logger) func(replica.Store, string) (func(replica.LTXFile), func()) {
 	if cfg.Disabled {
 		return nil
@@ -27,6 +29,26 @@ func compaction(cfg Compaction, logger *slog.Logger) func(replica.Store, string)
 				logger.Warn("compaction stopped", "db", name, "err", err)
 			}
 		}()
-		return c.Notify, func() { cancel(); <-done }
+		var shipped atomic.Int64
+		notify := func(f replica.LTXFile) { shipped.Add(1); c.Notify(f) }
+		return notify, func() {
+			cancel()
+			<-done
+			// The database is closing (idle, or shutdown): merge what it shipped
+			// while open, as the sidecar does on exit, so that a closed database
+			// leaves few objects and nothing for a timer to do. One file or none:
+			// nothing to merge, and no request.
+			if shipped.Load() < 2 {
+				return
+			}
+			fctx, fcancel := context.WithTimeout(context.Background(), flushTimeout)
+			defer fcancel()
+			if err := c.Flush(fctx, time.Now()); err != nil {
+				logger.Warn("could not compact a closing database; the replica is complete, only restores read more files", "db", name, "err", err)
+			}
+		}
 	}
 }
+
+// flushTimeout bounds the compaction of a closing database.
+const flushTimeout = 5 * time.Second

@@ -50,6 +50,13 @@ type Limits struct {
 	MaxReadSessions  int      `yaml:"max_read_sessions"` // read-only interactive sessions per database, default 64
 	RequestTimeout   Duration `yaml:"request_timeout"`   // one Hrana request, all its statements, default 10s
 	UploadTimeout    Duration `yaml:"upload_timeout"`    // per upload, default 30s
+	// MaxOpenDatabases caps the databases open at once; the least recently
+	// used idle one is closed to open another. Default: what the descriptor
+	// limit allows (about 20 descriptors each), at most 256.
+	MaxOpenDatabases int `yaml:"max_open_databases"`
+	// DatabaseIdleTimeout closes a database unused this long (default 1m;
+	// negative: never). Reopening needs no restore.
+	DatabaseIdleTimeout Duration `yaml:"database_idle_timeout"`
 }
 
 // Group tunes group commit.

@@ -22,6 +22,8 @@ tokens:
 limits:
   max_body_bytes: 1024
   statement_timeout: 2s
+  max_open_databases: 50
+  database_idle_timeout: 30s
 group:
   max_requests: 64
 hrana:
@@ -40,6 +42,9 @@ hrana:
 	if time.Duration(cfg.Limits.StatementTimeout) != 2*time.Second || cfg.Limits.MaxBodyBytes != 1024 || cfg.Group.MaxRequests != 64 ||
 		time.Duration(cfg.Hrana.TxTimeout) != 30*time.Second {
 		t.Fatalf("limits = %+v, group %+v, hrana %+v", cfg.Limits, cfg.Group, cfg.Hrana)
+	}
+	if cfg.Limits.MaxOpenDatabases != 50 || time.Duration(cfg.Limits.DatabaseIdleTimeout) != 30*time.Second {
+		t.Fatalf("open-database limits = %+v", cfg.Limits)
 	}
 	os.WriteFile(path, []byte("listen: x\ntokenz: []\n"), 0o644)
 	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "tokenz") {

@@ -66,6 +66,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if cfg.IdempotencyWindow < 0 {
 		return nil, fmt.Errorf("idempotency window %s: give a positive duration such as 24h", time.Duration(cfg.IdempotencyWindow))
 	}
+	if cfg.Limits.MaxOpenDatabases < 0 {
+		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
+	}
 	a, err := newAuthenticator(cfg)
 	if err != nil {
 		return nil, err
@@ -95,6 +98,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		ReadConns:        cfg.Limits.ReadConnections,
 		MaxSessions:      cfg.Limits.MaxSessions,
 		MaxReadSessions:  cfg.Limits.MaxReadSessions,
+		MaxOpen:          cfg.Limits.MaxOpenDatabases,
+		IdleTimeout:      time.Duration(cfg.Limits.DatabaseIdleTimeout),
 		Logger:           logger,
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),

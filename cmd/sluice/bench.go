@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", summary: "the seeds' load tests and benchmarks (scenarios, compare, serve, restore, handoff, soak, list)", run: runBench})
+	register(command{name: "bench", summary: "the seeds' load tests and benchmarks (scenarios, compare, serve, restore, handoff, soak, manydbs, list)", run: runBench})
 }
 
 // benchCommands are bench's subcommands, each a benchmark that prints its
@@ -33,6 +33,7 @@ Subcommands:
   capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
   soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
+  manydbs            N databases created, written once and idle in one serve: RSS and descriptors
   list REPLICA_URL   LIST latency against object count (seed 003)
 
 Run 'sluice bench NAME -h' for flags.`)

@@ -54,6 +54,8 @@ func runServe(ctx context.Context, args []string) error {
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
 	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
 	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
+	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
+	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -89,6 +91,10 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.Lease.Advertise = *advertise
 		case "follow":
 			cfg.Lease.Follow = *followOnly
+		case "max-open-databases":
+			cfg.Limits.MaxOpenDatabases = *maxOpen
+		case "database-idle-timeout":
+			cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
 		case "follow-poll":
 			cfg.Lease.PollInterval = server.Duration(*followPoll)
 		case "idempotency-window":

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -28,7 +29,7 @@ const maxCachedStmts = 256
 // guard authorizer, extension loading off (SQLite's default, kept), and
 // query_only for readers.
 func openConn(path string, readOnly bool, timeout time.Duration) (*conn, error) {
-	c, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL|sqlite.OpenNoMutex)
+	c, err := sqliteconn.Open(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL|sqlite.OpenNoMutex)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -45,13 +46,13 @@ func openConn(path string, readOnly bool, timeout time.Duration) (*conn, error) 
 	}
 	for _, p := range pragmas {
 		if err := execSimple(c, p); err != nil {
-			c.Close()
+			sqliteconn.Close(c)
 			return nil, fmt.Errorf("open %s: %s: %w", path, p, err)
 		}
 	}
 	g := &guard{}
 	if err := c.SetAuthorizer(g); err != nil {
-		c.Close()
+		sqliteconn.Close(c)
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return &conn{c: c, g: g, timeout: timeout, readOnly: readOnly, cached: map[string]bool{}, intr: newInterrupter(c)}, nil
@@ -73,7 +74,7 @@ func execSimple(c *sqlite.Conn, query string) error {
 
 func (c *conn) close() error {
 	c.intr.stop()
-	return c.c.Close()
+	return sqliteconn.Close(c.c)
 }
 
 func (c *conn) Autocommit() bool { return c.c.AutocommitEnabled() }

@@ -44,6 +44,10 @@ type database struct {
 	compactStop func()
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
+	host       *Host
+	lastUsed   atomic.Int64 // unix nanoseconds of the last use (evict.go)
+	inflight   atomic.Int32 // Read and Write calls running: they pin it open
+	evicted    bool         // closed for being idle (under gate): callers reopen
 }
 
 // writeReq is one Write call waiting for its group.
@@ -77,10 +81,18 @@ func (db *database) fencedError() *Error {
 // Read runs fn on a pooled read-only connection.
 func (db *database) Read(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
 	db.gate.RLock() // close waits for reads in flight
-	defer db.gate.RUnlock()
 	if db.closed {
+		evicted := db.evicted
+		db.gate.RUnlock()
+		if evicted {
+			return db.reopenThen(ctx, func(d Database) (Bookmark, error) { return d.Read(ctx, fn) })
+		}
 		return 0, db.unavailable("closing; retry")
 	}
+	defer db.gate.RUnlock()
+	db.inflight.Add(1)
+	defer db.inflight.Add(-1)
+	db.touch()
 	var c *conn
 	select {
 	case c = <-db.readers:
@@ -104,9 +116,17 @@ func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, e
 	req := &writeReq{ctx: ctx, fn: fn, idem: db.idemCall(ctx), done: make(chan struct{})}
 	db.gate.RLock()
 	if db.closed {
+		evicted := db.evicted
 		db.gate.RUnlock()
+		if evicted {
+			return db.reopenThen(ctx, func(d Database) (Bookmark, error) { return d.Write(ctx, fn) })
+		}
 		return 0, db.unavailable("closing; retry")
 	}
+	// Pinned until answered: eviction skips it (and would drain the queue anyway).
+	db.inflight.Add(1)
+	defer db.inflight.Add(-1)
+	db.touch()
 	select {
 	case db.writeCh <- req:
 		db.gate.RUnlock()
@@ -121,6 +141,15 @@ func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, e
 		// The request may still commit; the caller has gone, so nobody learns it.
 		return 0, sqlError(ctx.Err(), false)
 	}
+}
+
+// reopenThen runs call on the database that replaces this evicted one.
+func (db *database) reopenThen(ctx context.Context, call func(Database) (Bookmark, error)) (Bookmark, error) {
+	d, err := db.reopen(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return call(d)
 }
 
 // runFn calls fn, turning a panic into an error so one request cannot take
@@ -183,6 +212,12 @@ func (db *database) close(ctx context.Context) error {
 		<-db.done
 		return nil
 	}
+	return db.finishClose(ctx)
+}
+
+// finishClose waits for the writer and shipper to drain what was queued,
+// then closes sessions, the replicator (its final Sync) and connections.
+func (db *database) finishClose(ctx context.Context) error {
 	<-db.done
 	db.sessMu.Lock()
 	open := make([]*session, 0, len(db.sessions))

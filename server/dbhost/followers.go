@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/superfly/ltx"
 	"zombiezen.com/go/sqlite"
 
@@ -111,18 +112,18 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 // openReplicaConn opens a read connection on a follower's copy: read-only
 // and without the WAL flag (the copy stays in rollback-journal mode).
 func openReplicaConn(path string, timeout time.Duration) (*conn, error) {
-	c, err := sqlite.OpenConn(path, sqlite.OpenReadOnly|sqlite.OpenNoMutex)
+	c, err := sqliteconn.Open(path, sqlite.OpenReadOnly|sqlite.OpenNoMutex)
 	if err != nil {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
 	c.SetBusyTimeout(10 * time.Second) // the follower holds its lock for milliseconds per file
 	if err := execSimple(c, "PRAGMA query_only=1"); err != nil {
-		c.Close()
+		sqliteconn.Close(c)
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
 	g := &guard{}
 	if err := c.SetAuthorizer(g); err != nil {
-		c.Close()
+		sqliteconn.Close(c)
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
 	return &conn{c: c, g: g, timeout: timeout, readOnly: true, cached: map[string]bool{}, intr: newInterrupter(c)}, nil

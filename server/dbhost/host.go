@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
@@ -54,8 +55,14 @@ type Options struct {
 	ReadConns        int           // read connections per database [4]
 	MaxSessions      int           // read-write interactive sessions per database [64]
 	MaxReadSessions  int           // read-only interactive sessions per database, a separate budget [64]
-	Logger           *slog.Logger
-	Observer         Observer
+	// MaxOpen caps the databases open at once; the least recently used idle
+	// one is closed to open another (evict.go). [derived from the descriptor
+	// limit, at most 256]
+	MaxOpen int
+	// IdleTimeout closes a database unused for this long [1m]; < 0: never.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	Observer    Observer
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options
@@ -90,6 +97,12 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = defaultMaxOpen(o.ReadConns, descriptorLimit())
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = time.Minute
+	}
 }
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -100,12 +113,17 @@ var localFileSuffixes = []string{"", "-wal", "-shm", "-sluice"}
 type Host struct {
 	opts Options
 
-	mu      sync.Mutex
-	dbs     map[string]*database
-	locks   map[string]*sync.Mutex // serialises open/create/delete per name
-	closed  bool
-	leases  *leaseTable // nil without Options.Lease
-	follows *followTable
+	mu        sync.Mutex
+	dbs       map[string]*database
+	locks     map[string]*sync.Mutex // serialises open/create/delete per name
+	closed    bool
+	leases    *leaseTable // nil without Options.Lease
+	follows   *followTable
+	stop      chan struct{}  // ends the idle sweeper
+	bucket    bucketNames    // databases found in the replica, for List
+	opening   int            // slots reserved by databases being opened (under mu)
+	evicting  sync.WaitGroup // evictions under way; Close waits for them
+	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -122,19 +140,29 @@ func New(opts Options) (*Host, error) {
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(h, *opts.Lease)
 	}
+	h.stop = make(chan struct{})
+	if opts.IdleTimeout > 0 {
+		go h.sweepIdle(h.stop)
+	}
 	return h, nil
 }
 
 func (h *Host) path(name string) string { return filepath.Join(h.opts.DataDir, name+".db") }
 
-func (h *Host) lock(name string) func() {
+// nameLock serialises open/create/delete/evict of one name.
+func (h *Host) nameLock(name string) *sync.Mutex {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	l := h.locks[name]
 	if l == nil {
 		l = &sync.Mutex{}
 		h.locks[name] = l
 	}
-	h.mu.Unlock()
+	return l
+}
+
+func (h *Host) lock(name string) func() {
+	l := h.nameLock(name)
 	l.Lock()
 	return l.Unlock
 }
@@ -145,7 +173,11 @@ func (h *Host) cached(name string) (*database, error) {
 	if h.closed {
 		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "server is shutting down")
 	}
-	return h.dbs[name], nil
+	db := h.dbs[name]
+	if db != nil {
+		db.touch()
+	}
+	return db, nil
 }
 
 func notFound(name string) *Error {
@@ -275,8 +307,14 @@ func createEmpty(path string) error {
 // start opens the replicator and connections; on a diverged local file
 // (sync mode: the bucket is the truth) it moves the file aside and restores.
 func (h *Host) start(ctx context.Context, name, path string, store replica.Store, log *slog.Logger) (*database, error) {
+	release, err := h.reserveSlot(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer release() // after the database is in the table (or failed)
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
-		sessions: map[*session]struct{}{}}
+		sessions: map[*session]struct{}{}, host: h}
+	db.touch()
 	var notify func(replica.LTXFile)
 	onShip := func(f replica.LTXFile) {
 		if h.opts.Observer != nil {
@@ -357,6 +395,7 @@ func (db *database) openConns() error {
 // Info describes one database in a listing.
 type Info struct {
 	Name      string `json:"name"`
+	Local     bool   `json:"local"`      // false: only in the replica; the first use restores it
 	SizeBytes int64  `json:"size_bytes"` // database file plus WAL
 	Open      bool   `json:"open"`
 	TXID      uint64 `json:"txid"`      // replication position (last TXID in the bucket); 0 if not open
@@ -364,32 +403,66 @@ type Info struct {
 	Fenced    bool   `json:"fenced,omitempty"`
 }
 
-// List lists the local databases (files in DataDir) and their positions.
+// List lists the local databases (files in DataDir) with their positions,
+// and the databases that exist only in the replica (Local false). A replica
+// that cannot be listed fails the listing: an answer missing databases
+// would look complete.
 func (h *Host) List(ctx context.Context) ([]Info, error) {
 	entries, err := os.ReadDir(h.opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", h.opts.DataDir, err)
 	}
 	var out []Info
+	local := map[string]bool{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".db")
 		if !ok || e.IsDir() || ValidateName(name) != nil {
 			continue
 		}
-		in := Info{Name: name}
-		for _, suffix := range []string{"", "-wal"} {
-			if fi, err := os.Stat(h.path(name) + suffix); err == nil {
-				in.SizeBytes += fi.Size()
-			}
+		local[name] = true
+		out = append(out, h.localInfo(name))
+	}
+	remote, err := h.replicaNames(ctx)
+	if err != nil {
+		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable,
+			"list the databases in the replica "+h.opts.Store.String()+": "+err.Error()+"; retry")
+	}
+	for name := range remote {
+		if !local[name] {
+			out = append(out, Info{Name: name})
 		}
-		if db, _ := h.cached(name); db != nil {
-			st := db.stats()
-			in.Open, in.TXID, in.Unshipped, in.Fenced = true, st.TXID, st.Unshipped, st.Fenced
-		}
-		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// Describe returns one local database's listing entry without listing the
+// others (the answer to a create).
+func (h *Host) Describe(name string) (Info, bool) {
+	if ValidateName(name) != nil {
+		return Info{}, false
+	}
+	if _, err := os.Stat(h.path(name)); err != nil {
+		return Info{}, false
+	}
+	return h.localInfo(name), true
+}
+
+func (h *Host) localInfo(name string) Info {
+	in := Info{Name: name, Local: true}
+	for _, suffix := range []string{"", "-wal"} {
+		if fi, err := os.Stat(h.path(name) + suffix); err == nil {
+			in.SizeBytes += fi.Size()
+		}
+	}
+	h.mu.Lock()
+	db := h.dbs[name]
+	h.mu.Unlock()
+	if db != nil {
+		st := db.stats()
+		in.Open, in.TXID, in.Unshipped, in.Fenced = true, st.TXID, st.Unshipped, st.Fenced
+	}
+	return in
 }
 
 // Delete closes the database and removes its local files; with purge it
@@ -423,6 +496,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 		}
 	}
 	if purge {
+		defer h.forgetReplicaNames()
 		store := Sub(h.opts.Store, name)
 		objs, err := store.List(ctx, "")
 		if err == nil {
@@ -460,6 +534,9 @@ func (h *Host) Stats() []Stats {
 // database. Call it after the HTTP server has stopped taking requests.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
+	if !h.closed {
+		close(h.stop)
+	}
 	h.closed = true
 	dbs := h.dbs
 	h.dbs = map[string]*database{}
@@ -475,6 +552,7 @@ func (h *Host) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	h.evicting.Wait()
 	if h.leases != nil { // after the final uploads: a waiter may take over now
 		h.leases.closeAll()
 	}

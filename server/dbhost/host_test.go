@@ -613,8 +613,9 @@ func TestDeleteKeepsReplicaUnlessPurged(t *testing.T) {
 	if err := h.Delete(context.Background(), "d", false); err != nil {
 		t.Fatal(err)
 	}
-	if list, _ := h.List(context.Background()); len(list) != 0 {
-		t.Fatalf("list after delete = %+v", list)
+	// Gone locally, still in the bucket.
+	if list, _ := h.List(context.Background()); len(list) != 1 || list[0].Name != "d" || list[0].Local {
+		t.Fatalf("list after delete = %+v, want d as only in the replica", list)
 	}
 	db, err = h.Get(context.Background(), "d") // restored from the kept replica
 	if err != nil {

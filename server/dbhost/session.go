@@ -28,10 +28,23 @@ func (db *database) session(ctx context.Context, readOnly bool) (Session, error)
 		return nil, db.fencedError()
 	}
 	db.gate.RLock()
-	defer db.gate.RUnlock()
 	if db.closed {
+		evicted := db.evicted
+		db.gate.RUnlock()
+		if evicted {
+			d, err := db.reopen(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if dd, ok := d.(*database); ok {
+				return dd.session(ctx, readOnly)
+			}
+			return d.Session(ctx)
+		}
 		return nil, db.unavailable("closing; retry")
 	}
+	defer db.gate.RUnlock()
+	db.touch()
 	// Read-only and read-write sessions have budgets of their own, so that
 	// readers holding sessions never lock writers out of transactions.
 	limit, kind := db.opts.MaxSessions, "read-write"

@@ -381,6 +381,14 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) info(ctx context.Context, name string) any {
+	// One database's entry without listing every other (and the bucket).
+	if d, ok := a.host.(interface {
+		Describe(string) (dbhost.Info, bool)
+	}); ok {
+		if in, ok := d.Describe(name); ok {
+			return in
+		}
+	}
 	infos, _ := a.host.List(ctx)
 	for _, in := range infos {
 		if in.Name == name {

@@ -1,0 +1,5 @@
+//go:build race
+
+package dbhost
+
+const raceEnabled = true
