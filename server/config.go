@@ -48,7 +48,7 @@ type Limits struct {
 	ReadConnections  int      `yaml:"read_connections"`  // per database, default 4
 	MaxSessions      int      `yaml:"max_sessions"`      // read-write interactive sessions per database, default 64
 	MaxReadSessions  int      `yaml:"max_read_sessions"` // read-only interactive sessions per database, default 64
-	RequestTimeout   Duration `yaml:"request_timeout"`   // one Hrana request, all its statements, default 10s
+	RequestTimeout   Duration `yaml:"request_timeout"`   // all statements of one request (JSON API or Hrana), default 10s
 	UploadTimeout    Duration `yaml:"upload_timeout"`    // per upload, default 30s
 	// MaxOpenDatabases caps the databases open at once; the least recently
 	// used idle one is closed to open another. Default: what the descriptor

@@ -21,7 +21,7 @@ func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
 	handle := func(pattern string, h http.HandlerFunc) { api.Handle(pattern, s.instrument(pattern, h)) }
 
-	j := jsonapi.New(s.host)
+	j := jsonapi.New(s.host, time.Duration(s.cfg.Limits.RequestTimeout))
 	jm := http.NewServeMux()
 	j.Register(jm)
 	handle("GET /v1/databases", jm.ServeHTTP)

@@ -308,3 +308,27 @@ func TestSessionQuotaPerToken(t *testing.T) {
 	open.mustOK(t, "another token's BEGIN")
 	pipeline(t, base, "a", "other-12345", open.Baton, "COMMIT", "close").mustOK(t, "COMMIT")
 }
+
+// The JSON API's batches have the same limit: statements each well under the
+// statement limit cannot together hold the writer past the request limit.
+func TestLongJSONBatchIsCutAtTheRequestTimeout(t *testing.T) {
+	_, ts, _ := newTestServer(t, func(c *Config) {
+		c.Limits.RequestTimeout = Duration(2 * time.Second)
+	})
+	base := ts.URL
+	expect(t, do(t, "PUT", base+"/v1/databases/a", "", ""), 201)
+	expect(t, query(t, base, "a", "", `{"sql":"CREATE TABLE t (x)"}`), 200)
+	step := `{"sql":"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 50000) INSERT INTO t SELECT x FROM c"}`
+	r := query(t, base, "a", "", `{"batch":[`+strings.TrimSuffix(strings.Repeat(step+",", 1000), ",")+`]}`)
+	expect(t, r, 408)
+	if !bytes.Contains(r.body, []byte(`"TIMEOUT"`)) || !bytes.Contains(r.body, []byte("request_timeout")) {
+		t.Fatalf("long JSON batch: %s", bytes.TrimSpace(r.body)[:min(len(r.body), 600)])
+	}
+	if n := countRows(t, base, "a", "", "t"); n != "0" {
+		t.Fatalf("rows after the cut batch: %s, want 0", n)
+	}
+	expect(t, query(t, base, "a", "", `{"sql":"INSERT INTO t VALUES (1)"}`), 200)
+	if n := countRows(t, base, "a", "", "t"); n != "1" {
+		t.Fatalf("rows: %s, want 1", n)
+	}
+}

@@ -45,6 +45,18 @@ func (h *Handler) newExecution(ctx context.Context, s *stream) (*execution, cont
 	return &execution{h: h, s: s, ctx: bounded, parent: ctx}, cancel
 }
 
+// waitCtx is the context for waiting on the writer and on an upload: the
+// caller's, not the request's time limit. A group that ran the request may
+// commit and become durable after the limit, and answering that as a timeout
+// would invite a retry that writes it twice. The limit bounds the statements,
+// and so how long the request holds the writer.
+func (x *execution) waitCtx() context.Context {
+	if x.parent != nil {
+		return x.parent
+	}
+	return x.ctx
+}
+
 // errRequestTimedOut makes a write group roll back the request that ran
 // past its deadline (its statements' own errors would not).
 var errRequestTimedOut = errors.New("hrana: request timeout")
@@ -167,7 +179,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	}
 	var out outcome
 	keyOutcome(x.ctx, &out)
-	bm, err := x.h.runAuto(x.ctx, x.s.db, plain, func(c dbhost.Conn) error {
+	bm, err := x.h.runAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn) error {
 		rc := &runConn{conn: c, pooled: true, virtual: virtual, stop: x.ctx}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
@@ -185,7 +197,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	if errors.Is(err, errTxLeftOpen) {
 		return outcome{}, errTxLeftOpenErr
 	}
-	if e := x.timedOut(); e != nil && err != nil {
+	if e := x.timedOut(); e != nil && errors.Is(err, errRequestTimedOut) {
 		return outcome{}, e
 	}
 	if err != nil {
@@ -303,7 +315,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	if !s.sess.Autocommit() {
 		return out, nil
 	}
-	bm, err := s.sess.Close(x.ctx)
+	bm, err := s.sess.Close(x.waitCtx())
 	s.sess, s.readOnlyTx = nil, false
 	if err != nil {
 		e := toError(err, s.db.Name())

@@ -41,11 +41,23 @@ const (
 
 // API serves the JSON routes.
 type API struct {
-	host Host
+	host           Host
+	requestTimeout time.Duration
 }
 
-// New returns the API over host.
-func New(host Host) *API { return &API{host: host} }
+// DefaultRequestTimeout bounds all statements of one request when New is
+// given no limit.
+const DefaultRequestTimeout = 10 * time.Second
+
+// New returns the API over host. requestTimeout bounds the statements of one
+// request together (a batch of statements each under the statement limit
+// must not hold the writer for long); <= 0 means DefaultRequestTimeout.
+func New(host Host, requestTimeout time.Duration) *API {
+	if requestTimeout <= 0 {
+		requestTimeout = DefaultRequestTimeout
+	}
+	return &API{host: host, requestTimeout: requestTimeout}
+}
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
@@ -112,10 +124,20 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]dbhost.Result, len(stmts))
+	// The limit starts when the statements do and bounds only them: waiting
+	// for the writer or for the upload stays under the caller's context, so
+	// a request that committed is never answered as timed out.
 	run := func(c dbhost.Conn) error {
+		ctx, cancel := context.WithTimeout(r.Context(), a.requestTimeout)
+		defer cancel()
 		for i, st := range stmts {
-			res, err := c.Exec(r.Context(), st)
+			res, err := c.Exec(ctx, st)
 			if err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
+					return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
+						"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
+						a.requestTimeout, i+1, len(stmts))}
+				}
 				return statementError(i, len(stmts), err)
 			}
 			results[i] = res
