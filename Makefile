@@ -36,11 +36,11 @@ unit:
 	$(GO) test -race -timeout 30m $(RACE_PKGS)
 	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|lease|follow)(/|$$)')
 
-## bench-restore: 25 MB (seed 001), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
+## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
 bench-restore: sluice
 	./$(BIN) bench restore -sizes 25MB,250MB,1GB
 
-## bench-serve: seed 001's load against sluice serve, the ceiling and the seed-001 stack.
+## bench-serve: single-row inserts against sluice serve, the ceiling and go-sqlite3 + Litestream.
 bench-serve: build
 	./$(BIN) bench serve
 

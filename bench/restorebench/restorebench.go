@@ -1,5 +1,5 @@
 // Package restorebench measures restore time and peak memory at several
-// database sizes: seed 001's 468,703-row insert workload (25MB) and larger
+// database sizes: the 468,703-row single-row-insert workload (25MB) and larger
 // databases of the same rows built in bulk, each replicated to one MinIO by
 // sluice and by Litestream 0.5.17, then restored by each, beside the time to
 // download one object of the database's size from that MinIO (the reference).
@@ -33,9 +33,9 @@ import (
 
 // Options configures a run.
 type Options struct {
-	Sizes   []Size // databases to build and restore; seed 001's (SeedSize) is written row by row, the others in bulk
-	Rows    int    // rows inserted in seed 001's database (468,703)
-	PerTx   int    // rows per transaction in seed 001's database
+	Sizes   []Size // databases to build and restore; the 25MB one (SeedSize) is written row by row, the others in bulk
+	Rows    int    // rows inserted one transaction at a time in the 25MB database (468,703)
+	PerTx   int    // rows per transaction in the 25MB database
 	Runs    int    // restores per tool; the median is reported
 	Sluice  string
 	WorkDir string
@@ -49,7 +49,7 @@ type Size struct {
 	Bytes int64
 }
 
-// SeedSize is seed 001's database: its 468,703 rows in one-row transactions.
+// SeedSize is the single-row-insert service's database: its 468,703 rows in one-row transactions.
 var SeedSize = Size{Label: "25MB", Bytes: 25e6}
 
 // ParseSizes parses "25MB,250MB,1GB" (decimal units).
@@ -77,7 +77,7 @@ func ParseSizes(s string) ([]Size, error) {
 // seedRow is seed 001's JSON document, inserted once per row.
 const seedRow = `{"age":10, "name":"yamada", "class":"A"}`
 
-// bytesPerRow: seed 001's 468,703 rows make a 23.2 MB database.
+// bytesPerRow: the single-row-insert workload's 468,703 rows make a 23.2 MB database.
 const bytesPerRow = 49.5
 
 // result is one size's figures.
@@ -169,7 +169,7 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, litestream, di
 
 	if sz == SeedSize {
 		r.rows = o.Rows
-		say("[%s] building seed 001's database (%d rows, %d per transaction) while sluice replicates it…", sz.Label, o.Rows, o.PerTx)
+		say("[%s] building the single-row-insert database (%d rows, %d per transaction) while sluice replicates it…", sz.Label, o.Rows, o.PerTx)
 		if err := buildWhileReplicating(ctx, m, prefix+"/sluice/", sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {
 			return r, fmt.Errorf("sluice replication: %w", err)
 		}
@@ -278,7 +278,7 @@ const (
 	tailRows = 35
 )
 
-// buildBulk writes rows of seed 001's document in large transactions,
+// buildBulk writes rows of the single-row-insert workload's JSON document in large transactions,
 // generated inside SQLite so a 1 GB database takes seconds, not minutes.
 func buildBulk(path string, rows int) error {
 	conn, err := sqlite.OpenConn(path, sqlite.OpenReadWrite|sqlite.OpenCreate)
@@ -320,23 +320,9 @@ func replicateExisting(ctx context.Context, m *minioproc.Server, prefix, path st
 			return fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	if err := rep.Start(); err != nil {
+	done, stop, err := startReplicator(rep, &logs)
+	if err != nil {
 		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- rep.Wait() }()
-	stop := func() error {
-		_ = rep.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("%v\n%s", err, logs.String())
-			}
-			return nil
-		case <-time.After(2 * time.Minute):
-			_ = rep.Process.Kill()
-			return fmt.Errorf("replicator did not stop\n%s", logs.String())
-		}
 	}
 	if err := waitStable(ctx, m, prefix, done); err != nil {
 		_ = stop()
@@ -436,23 +422,9 @@ func buildWhileReplicating(ctx context.Context, m *minioproc.Server, prefix, pat
 	}
 	var logs bytes.Buffer
 	rep.Env, rep.Stdout, rep.Stderr = env, &logs, &logs
-	if err := rep.Start(); err != nil {
+	done, stop, err := startReplicator(rep, &logs)
+	if err != nil {
 		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- rep.Wait() }()
-	stop := func() error {
-		_ = rep.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("%v\n%s", err, logs.String())
-			}
-			return nil
-		case <-time.After(2 * time.Minute):
-			_ = rep.Process.Kill()
-			return fmt.Errorf("replicator did not stop\n%s", logs.String())
-		}
 	}
 
 	ins, err := conn.Prepare("INSERT INTO t (json) VALUES (?)")
@@ -581,4 +553,29 @@ func fmtDurs(ds []time.Duration) string {
 		parts[i] = fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond))
 	}
 	return strings.Join(parts, " ") + " ms"
+}
+
+// startReplicator starts rep (whose output goes to logs) and returns a channel
+// that receives its exit status and a stop function that SIGTERMs it and
+// waits (killing it after two minutes).
+func startReplicator(rep *exec.Cmd, logs *bytes.Buffer) (chan error, func() error, error) {
+	if err := rep.Start(); err != nil {
+		return nil, nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- rep.Wait() }()
+	stop := func() error {
+		_ = rep.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%v\n%s", err, logs.String())
+			}
+			return nil
+		case <-time.After(2 * time.Minute):
+			_ = rep.Process.Kill()
+			return fmt.Errorf("replicator did not stop\n%s", logs.String())
+		}
+	}
+	return done, stop, nil
 }

@@ -51,7 +51,7 @@ const table = "soak"
 
 const bucket = "soak"
 
-// payload makes each row about the size of seed 001's JSON document.
+// payload makes each row about the size of a small JSON document a web service stores.
 var payload = strings.Repeat("sustained single-row insert; ", 4)
 
 // Report is the soak's outcome (also written as JSON).

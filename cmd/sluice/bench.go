@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", summary: "the seeds' load tests and benchmarks (scenarios, compare, serve, restore, handoff, soak, manydbs, list)", run: runBench})
+	register(command{name: "bench", summary: "load tests and benchmarks (scenarios, compare, serve, restore, handoff, soak, manydbs, list)", run: runBench})
 }
 
 // benchCommands are bench's subcommands, each a benchmark that prints its
@@ -27,14 +27,14 @@ Scenarios (closed-loop virtual users against -url; -verify checks nothing acknow
   counter, put-object, bbs-write, bbs-read-all, bbs-read-100, bbs-mixed, d1-read, d1-write
 
 Subcommands:
-  compare SCENARIO   one scenario against sluice sync/async/local, the seed-001 stack, MariaDB and a file
-  serve              seed 001's load against sluice serve, a trivial handler and the seed-001 stack
+  compare SCENARIO   one scenario against sluice sync/async/local, go-sqlite3 + Litestream, MariaDB and a file
+  serve              single-row inserts against sluice serve, a trivial handler and go-sqlite3 + Litestream
   restore            restore time and peak RSS, sluice and Litestream, beside one plain download (-sizes)
   capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
   soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
   manydbs            N databases created, written once and idle in one serve: RSS and descriptors
-  list REPLICA_URL   LIST latency against object count (seed 003)
+  list REPLICA_URL   LIST latency against object count
 
 Run 'sluice bench NAME -h' for flags.`)
 		return flag.ErrHelp
@@ -49,10 +49,10 @@ Run 'sluice bench NAME -h' for flags.`)
 func runBenchRestore(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench restore", flag.ContinueOnError)
 	var o restorebench.Options
-	fs.IntVar(&o.Rows, "rows", 468703, "rows of seed 001's JSON insert")
-	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (seed 001: one per request)")
+	fs.IntVar(&o.Rows, "rows", 468703, "rows of the single-row JSON insert workload")
+	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (one per request, as a web service writes)")
 	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
-	sizes := fs.String("sizes", restorebench.SeedSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is seed 001's database written row by row, the others are built in bulk")
+	sizes := fs.String("sizes", restorebench.SeedSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is the single-row-insert database written row by row, the others are built in bulk")
 	fs.BoolVar(&o.Keep, "keep", false, "keep MinIO and the work directory afterwards, for profiling (blocks until interrupted)")
 	if err := fs.Parse(args); err != nil {
 		return err

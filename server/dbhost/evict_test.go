@@ -33,7 +33,7 @@ func lowerDescriptorLimit(t *testing.T, n uint64) {
 func openDescriptors(t testing.TB) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skip("no /proc/self/fd on this system")
+		t.Fatalf("count descriptors: %v (the descriptor-limit tests need /proc/self/fd)", err)
 	}
 	return len(ents)
 }

@@ -184,6 +184,23 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, results, b)
 }
 
+// pathDatabase returns the request's {name} once it is valid and the
+// caller's token may read it (or write it, with write set); otherwise it has
+// answered the error.
+func pathDatabase(w http.ResponseWriter, r *http.Request, write bool) (string, bool) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		WriteError(w, err)
+		return "", false
+	}
+	p := auth.FromContext(r.Context())
+	if (write && !p.CanWrite(name)) || (!write && !p.CanRead(name)) {
+		WriteError(w, forbidden(name))
+		return "", false
+	}
+	return name, true
+}
+
 func forbidden(name string) error {
 	return &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
 		Message: "this token may not do that on database \"" + name + "\" (read-only, or limited to other databases)"}
@@ -386,13 +403,8 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dbhost.ValidateName(name); err != nil {
-		WriteError(w, err)
-		return
-	}
-	if !auth.FromContext(r.Context()).CanWrite(name) {
-		WriteError(w, forbidden(name))
+	name, ok := pathDatabase(w, r, true)
+	if !ok {
 		return
 	}
 	if _, err := a.host.Create(r.Context(), name); err != nil {
@@ -421,13 +433,8 @@ func (a *API) info(ctx context.Context, name string) any {
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dbhost.ValidateName(name); err != nil {
-		WriteError(w, err)
-		return
-	}
-	if !auth.FromContext(r.Context()).CanRead(name) {
-		WriteError(w, forbidden(name))
+	name, ok := pathDatabase(w, r, false)
+	if !ok {
 		return
 	}
 	if _, err := a.host.Get(r.Context(), name); err != nil {
@@ -438,13 +445,8 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dbhost.ValidateName(name); err != nil {
-		WriteError(w, err)
-		return
-	}
-	if !auth.FromContext(r.Context()).CanWrite(name) {
-		WriteError(w, forbidden(name))
+	name, ok := pathDatabase(w, r, true)
+	if !ok {
 		return
 	}
 	purge := r.URL.Query().Get("purge") == "true"

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -42,13 +41,8 @@ func decodeResults(b []byte, results []dbhost.Result) error {
 // of local data a write may have been lost, which only an Idempotency-Key
 // retry settles.
 func (a *API) bookmark(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := dbhost.ValidateName(name); err != nil {
-		WriteError(w, err)
-		return
-	}
-	if !auth.FromContext(r.Context()).CanRead(name) {
-		WriteError(w, forbidden(name))
+	name, ok := pathDatabase(w, r, false)
+	if !ok {
 		return
 	}
 	want, err := strconv.ParseUint(r.PathValue("bookmark"), 10, 64)
