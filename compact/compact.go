@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -119,6 +121,12 @@ type Compactor struct {
 
 	mu      sync.Mutex
 	pending []replica.LTXFile // announced by Notify, not yet indexed
+	// What a Scheduler reads to choose the next pass (under mu): kept by
+	// Notify and at the end of every pass.
+	covered     ltx.TXID  // level 1's newest TXID after the last pass
+	behind      int       // level-0 files past covered: level 1's backlog
+	behindSince time.Time // when the oldest of them was announced (zero: none)
+	nextDue     time.Time // the next clock boundary of any schedule (zero: no pass yet)
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	idx         *index
@@ -141,7 +149,89 @@ func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
 func (c *Compactor) Notify(f replica.LTXFile) {
 	c.mu.Lock()
 	c.pending = append(c.pending, f)
+	if waitsForLevel1(f, c.covered) {
+		if c.behind == 0 {
+			c.behindSince = time.Now()
+		}
+		c.behind++
+	}
 	c.mu.Unlock()
+}
+
+// waitsForLevel1 reports whether a level-0 file is level 1's work: past its
+// newest TXID and not a full-database file (those go to the snapshot level).
+func waitsForLevel1(f replica.LTXFile, covered ltx.TXID) bool {
+	return f.MinTXID > 1 && f.MaxTXID > covered
+}
+
+// reached is the newest TXID compacted into level or beyond it: a level's
+// files may be gone once a higher level covers them (retention deletes
+// superseded copies), but what they held is compacted all the same.
+func (c *Compactor) reached(level int) ltx.TXID {
+	var m ltx.TXID
+	for _, l := range c.cfg.Levels {
+		if l.Level >= level {
+			m = max(m, c.idx.maxTXID(l.Level))
+		}
+	}
+	return m
+}
+
+// Backlog reports how many level-0 files wait for level 1 and since when
+// the oldest of them has waited (zero time: none). Exact after the first
+// pass; before it, only the files announced since the compactor was made.
+func (c *Compactor) Backlog() (int, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.behind, c.behindSince
+}
+
+// NextDue is when the clock next makes a level, the snapshot or retention
+// due; zero before the first pass (which lists the store).
+func (c *Compactor) NextDue() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nextDue
+}
+
+// recordProgress refreshes what Backlog and NextDue report, after a pass
+// at time now. Callers hold passMu.
+func (c *Compactor) recordProgress(now time.Time) {
+	if c.idx == nil {
+		return
+	}
+	covered := c.reached(c.cfg.Levels[0].Level)
+	n := 0
+	for _, f := range c.idx.levels[0] {
+		if waitsForLevel1(f.LTXFile, covered) {
+			n++
+		}
+	}
+	next := now.Truncate(c.cfg.SnapshotInterval).Add(c.cfg.SnapshotInterval)
+	for _, l := range c.cfg.Levels { // retention runs on level 1's schedule
+		next = minTime(next, now.Truncate(l.Interval).Add(l.Interval))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.pending {
+		if waitsForLevel1(f, covered) {
+			n++
+		}
+	}
+	c.covered, c.behind, c.nextDue = covered, n, next
+	switch {
+	case n == 0:
+		c.behindSince = time.Time{}
+	case c.behindSince.IsZero():
+		c.behindSince = time.Now()
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Run compacts on a one-second tick until ctx is cancelled. Passes with
@@ -220,6 +310,7 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 	}
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
+	defer c.recordProgress(now)
 	if err := c.sync(ctx, now); err != nil {
 		return err
 	}
@@ -274,12 +365,13 @@ func (c *Compactor) Flush(ctx context.Context, now time.Time) error {
 	}
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
+	defer c.recordProgress(now)
 	if err := c.sync(ctx, now); err != nil {
 		return err
 	}
 	l1 := c.cfg.Levels[0]
 	for {
-		inputs := c.inputsFor(l1.Level)
+		inputs := c.inputsFor(l1.Level, time.Time{})
 		if len(inputs) < 2 {
 			return nil // nothing to gain from copying one file
 		}

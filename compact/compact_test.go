@@ -471,7 +471,7 @@ func TestLevelZeroCountTriggersCompaction(t *testing.T) {
 		if err := c.CompactOnce(context.Background(), now); err != nil {
 			t.Fatal(err)
 		}
-		maxWaiting = max(maxWaiting, len(c.inputsFor(1)))
+		maxWaiting = max(maxWaiting, len(c.inputsFor(1, time.Time{})))
 	}
 	if maxWaiting > trigger {
 		t.Errorf("up to %d level-0 files waited for level 1; want at most the trigger, %d", maxWaiting, trigger)
@@ -567,4 +567,60 @@ func TestStalledInputFailsThePassAfterCallTimeout(t *testing.T) {
 	if n := budget.InUse(); n != 0 {
 		t.Fatalf("%d budget slots still held after the failed pass", n)
 	}
+}
+
+// Two hours of appends of incompressible rows: every level-1, 2 and 3 build
+// crossed. The compaction levels must hold each range once (plus the pass
+// that merges it): a level's files are merged upwards only when their
+// point-in-time window is over, and deleted as soon as the level above holds
+// them, so levels 1-3 never hold much more than the database, where keeping
+// superseded copies for an interval held up to twice it.
+func TestCompactionLevelsHoldEachRangeOnce(t *testing.T) {
+	fs, store := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	h.SkipHashes = true
+	h.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
+	c := New(store, Config{}, nil)
+	const seconds, step = 2*3600 + 300, 4
+	worst, worstAt := 0.0, 0
+	var worstLevels string
+	for s := 0; s <= seconds; s += step {
+		now := t0.Add(time.Duration(s) * time.Second)
+		h.Exec("INSERT INTO t (v) VALUES (randomblob(4000))")
+		c.Notify(h.Ship(now))
+		if err := c.CompactOnce(context.Background(), now.Add(200*time.Millisecond)); err != nil {
+			t.Fatalf("second %d: %v", s, err)
+		}
+		if s < 3600 {
+			continue // the first hour's database is mostly level 0 and the first snapshot
+		}
+		st := c.levelBytes()
+		copies := st[1] + st[2] + st[3]
+		if r := float64(copies) / float64(fileSize(t, h.Path)); r > worst {
+			worst, worstAt = r, s
+			worstLevels = fmt.Sprintf("L1 %d KB, L2 %d KB, L3 %d KB", st[1]>>10, st[2]>>10, st[3]>>10)
+		}
+	}
+	t.Logf("levels 1-3 at most %.2f× the database (second %d: %s)", worst, worstAt, worstLevels)
+	if worst > 1.3 {
+		t.Errorf("levels 1-3 held %.2f× the database at second %d (%s); want at most 1.3×", worst, worstAt, worstLevels)
+	}
+	h.RecordHash()
+	out, res := restoreAt(t, fs, restore.Options{})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatalf("latest restore reached TXID %d, not the exact state at %d", res.Pos.TXID, h.Pos().TXID)
+	}
+}
+
+// levelBytes sums the index's file sizes per level.
+func (c *Compactor) levelBytes() [replica.MaxLevel + 1]int64 {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	var out [replica.MaxLevel + 1]int64
+	for l, files := range c.idx.levels {
+		for _, f := range files {
+			out[l] += f.Size
+		}
+	}
+	return out
 }

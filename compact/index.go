@@ -86,6 +86,20 @@ func (idx *index) maxTXID(level int) ltx.TXID {
 	return m
 }
 
+// spans are the TXID ranges level's files cover together, merged where
+// they touch or overlap, in order.
+func (idx *index) spans(level int) [][2]ltx.TXID {
+	var out [][2]ltx.TXID
+	for _, f := range idx.levels[level] { // sorted by MinTXID
+		if n := len(out); n > 0 && f.MinTXID <= out[n-1][1]+1 {
+			out[n-1][1] = max(out[n-1][1], f.MaxTXID)
+			continue
+		}
+		out = append(out, [2]ltx.TXID{f.MinTXID, f.MaxTXID})
+	}
+	return out
+}
+
 // newest is the file with the highest MaxTXID at level.
 func (idx *index) newest(level int) (entry, bool) {
 	var best entry

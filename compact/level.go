@@ -28,8 +28,20 @@ func (c *Compactor) due(level int, interval time.Duration, now time.Time) bool {
 // level's newest file into one file, when the level is due, or, for level 1,
 // as soon as more than L0Trigger level-0 files wait. A failed write leaves
 // the level due, so the retry does not wait for the next boundary.
+//
+// Above level 1, only files written at least one interval of this level ago
+// are merged: until then they are the finer points a point-in-time restore
+// lands on (30 s apart in level 1 for five minutes, 5 min apart in level 2
+// for an hour). Merging them only once that is over means no range is held
+// by two levels for longer than the pass that merged it: retention deletes
+// the inputs at once (see superseded), instead of keeping a second copy of
+// everything for an interval.
 func (c *Compactor) compactLevel(ctx context.Context, l Level, now time.Time) error {
-	inputs := c.inputsFor(l.Level)
+	var ripe time.Time
+	if l.Level > c.cfg.Levels[0].Level {
+		ripe = now.Add(-l.Interval)
+	}
+	inputs := c.inputsFor(l.Level, ripe)
 	if len(inputs) == 0 {
 		return nil
 	}
@@ -56,22 +68,24 @@ func (c *Compactor) undue(level int, prev time.Time, had bool) {
 	}
 }
 
-// inputsFor picks, from level-1, the chain of files after this level's newest
-// TXID, each step taking the file that reaches furthest (levels written by
-// Litestream may overlap). It stops at a gap; the planner crosses levels, so a
+// inputsFor picks, from level-1, the chain of files after the newest TXID
+// this level (or one above it) holds, each step taking the file that reaches
+// furthest (levels written by Litestream may overlap). It stops at a gap; the planner crosses levels, so a
 // gap here is not a gap in the replica.
 //
 // Full-database files (MinTXID 1, such as the capture's first file) are left
 // to the snapshot level: copying them into every level would store the whole
 // database once per level.
 //
-// The chain is capped at maxInputs files; the next pass continues from there.
+// Files written after writtenBy (unless zero) are left out, which ends the
+// chain before them. The chain is capped at maxInputs files; the next pass
+// continues from there.
 // It is one linear walk: level 0 may hold thousands of files.
-func (c *Compactor) inputsFor(level int) []replica.LTXFile {
-	after := c.idx.maxTXID(level)
+func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile {
+	after := c.reached(level)
 	var src []replica.LTXFile
 	for _, f := range c.idx.levels[level-1] {
-		if f.MaxTXID > after && f.MinTXID > 1 {
+		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written.After(writtenBy)) {
 			src = append(src, f.LTXFile)
 		}
 	}

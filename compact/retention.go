@@ -11,37 +11,39 @@ import (
 	"github.com/sluicedb/sluice/restore"
 )
 
-// retentionSlot keys retention's schedule in lastCompact.
-const retentionSlot = -1
-
-// enforceRetention deletes, in batches:
-//   - level-0 files covered by level 1 and written more than L0Retention ago;
-//   - level-n files covered by level n+1 and older than level n+1's interval;
-//   - everything whose TXIDs all precede the newest snapshot written at or
-//     before now-Retention (that snapshot restores every point of the window);
-//
-// but never a file of the restore chain for the newest TXID.
-//
-// It runs at most once per level-1 interval so that deletions go in batches.
-func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
-	if !c.due(retentionSlot, c.cfg.Levels[0].Interval, now) {
-		return nil
-	}
+// superseded returns the files of levels 1 up to the one below the top
+// compaction level whose range a higher compaction level's files cover
+// entirely. The top level is kept: it is the coarsest point-in-time
+// granularity between snapshots.
+func (c *Compactor) superseded() map[string]bool {
 	doomed := map[string]bool{}
-
-	coveredOlderThan := func(level int, age time.Duration) {
-		covered := c.idx.maxTXID(level + 1)
-		for _, f := range c.idx.levels[level] {
-			if f.MaxTXID <= covered && now.Sub(f.written) >= age {
-				doomed[f.Key] = true
+	levels := c.cfg.Levels
+	for i := 0; i+1 < len(levels); i++ {
+		var spans [][2]ltx.TXID
+		for _, l := range levels[i+1:] {
+			spans = append(spans, c.idx.spans(l.Level)...)
+		}
+		for _, f := range c.idx.levels[levels[i].Level] {
+			for _, sp := range spans {
+				if sp[0] <= f.MinTXID && f.MaxTXID <= sp[1] {
+					doomed[f.Key] = true
+					break
+				}
 			}
 		}
 	}
-	coveredOlderThan(0, c.cfg.L0Retention)
-	for i := 0; i+1 < len(c.cfg.Levels); i++ {
-		coveredOlderThan(c.cfg.Levels[i].Level, c.cfg.Levels[i+1].Interval)
-	}
+	return doomed
+}
 
+// expired adds to doomed the level-0 files past L0Retention and what the
+// retention window no longer needs.
+func (c *Compactor) expired(now time.Time, doomed map[string]bool) {
+	covered := c.reached(c.cfg.Levels[0].Level)
+	for _, f := range c.idx.levels[0] {
+		if f.MaxTXID <= covered && now.Sub(f.written) >= c.cfg.L0Retention {
+			doomed[f.Key] = true
+		}
+	}
 	cutoff := now.Add(-c.cfg.Retention)
 	var base entry
 	for _, s := range c.idx.levels[replica.SnapshotLevel] {
@@ -55,6 +57,32 @@ func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
 				doomed[f.Key] = true
 			}
 		}
+	}
+}
+
+// retentionSlot keys retention's schedule in lastCompact.
+const retentionSlot = -1
+
+// enforceRetention deletes, in batches:
+//   - at once, level-n files (n >= 1, below the top compaction level) whose
+//     whole range a durable file of a higher compaction level covers: a
+//     superseded copy that only adds to the footprint (the higher level
+//     restores the same states, and the level-0 files still kept restore
+//     every transaction of the last L0Retention);
+//   - level-0 files covered by level 1 and written more than L0Retention ago
+//     (the per-transaction window point-in-time restores rely on);
+//   - everything whose TXIDs all precede the newest snapshot written at or
+//     before now-Retention (that snapshot restores every point of the window);
+//
+// but never a file of the restore chain for the newest TXID.
+//
+// The last two run at most once per level-1 interval so that deletions go
+// in batches; the first has work only right after a higher level was
+// written, so it runs in that pass, before the copies pile up.
+func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
+	doomed := c.superseded()
+	if c.due(retentionSlot, c.cfg.Levels[0].Interval, now) {
+		c.expired(now, doomed)
 	}
 	if len(doomed) == 0 {
 		return nil

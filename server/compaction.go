@@ -1,54 +1,73 @@
 package server
 
 import (
-	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/compact"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/metrics"
 )
 
-// compaction returns the per-database compaction starter for dbhost, or nil
-// when disabled: one compact.Compactor per open database, notified of every
-// shipped file (so its steady state makes no LIST). It runs only while the
-// database is open; a closed (idle) database has no goroutine or timer.
-func compaction(cfg Compaction, logger *slog.Logger) func(replica.Store, string) (func(replica.LTXFile), func()) {
+// compaction is serve's compaction and retention: one compact.Compactor per
+// open database (notified of every shipped file, so its steady state makes
+// no LIST), and one compact.Scheduler that runs their passes on a few
+// workers, the largest and longest-waiting backlog first. Databases do not
+// compact on timers of their own: a hundred of them would all merge at each
+// level-1 boundary at once.
+//
+// Closing an idle database releases its compactor without waiting: the
+// scheduler folds its level-0 files into level 1 when a worker is free, and
+// forgets it. Shutdown stops the scheduler first, cancelling passes in
+// flight: it leaves level 0 for the next start instead of merging on the
+// way out (the final uploads alone decide how long SIGTERM takes).
+type compaction struct {
+	sched *compact.Scheduler // nil when disabled
+	cfg   compact.Config
+	log   *slog.Logger
+}
+
+func newCompaction(cfg Compaction, logger *slog.Logger) *compaction {
 	if cfg.Disabled {
-		return nil
+		return &compaction{}
 	}
-	cc := compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)}
-	return func(store replica.Store, name string) (func(replica.LTXFile), func()) {
-		c := compact.New(store, cc, logger.With("db", name))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-				logger.Warn("compaction stopped", "db", name, "err", err)
-			}
-		}()
-		var shipped atomic.Int64
-		notify := func(f replica.LTXFile) { shipped.Add(1); c.Notify(f) }
-		return notify, func() {
-			cancel()
-			<-done
-			// The database is closing (idle, or shutdown): merge what it shipped
-			// while open, as the sidecar does on exit, so that a closed database
-			// leaves few objects and nothing for a timer to do. One file or none:
-			// nothing to merge, and no request.
-			if shipped.Load() < 2 {
-				return
-			}
-			fctx, fcancel := context.WithTimeout(context.Background(), flushTimeout)
-			defer fcancel()
-			if err := c.Flush(fctx, time.Now()); err != nil {
-				logger.Warn("could not compact a closing database; the replica is complete, only restores read more files", "db", name, "err", err)
-			}
-		}
+	return &compaction{
+		sched: compact.NewScheduler(cfg.Workers),
+		cfg:   compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)},
+		log:   logger,
 	}
 }
 
-// flushTimeout bounds the compaction of a closing database.
-const flushTimeout = 5 * time.Second
+// starter returns the per-database hook for dbhost (nil when disabled).
+func (c *compaction) starter() func(replica.Store, string) (func(replica.LTXFile), func()) {
+	if c.sched == nil {
+		return nil
+	}
+	return func(store replica.Store, name string) (func(replica.LTXFile), func()) {
+		cp := compact.New(store, c.cfg, c.log.With("db", name))
+		return cp.Notify, c.sched.Add(name, cp)
+	}
+}
+
+// stop cancels the passes in flight and runs nothing more.
+func (c *compaction) stop() {
+	if c.sched != nil {
+		c.sched.Stop()
+	}
+}
+
+// register exports the scheduler's queue.
+func (c *compaction) register(reg *metrics.Registry) {
+	if c.sched == nil {
+		return
+	}
+	gauge := func(f func(compact.SchedulerStats) float64) func() []metrics.Sample {
+		return func() []metrics.Sample { return []metrics.Sample{{Value: f(c.sched.Stats())}} }
+	}
+	reg.GaugeFunc("sluice_compaction_backlog_files", "Level-0 files waiting for level 1, over every database with a compactor.", nil,
+		gauge(func(s compact.SchedulerStats) float64 { return float64(s.Backlog) }))
+	reg.GaugeFunc("sluice_compaction_waiting", "Databases with compaction due that wait for a worker.", nil,
+		gauge(func(s compact.SchedulerStats) float64 { return float64(s.Waiting) }))
+	reg.GaugeFunc("sluice_compaction_running", "Compaction passes in flight.", nil,
+		gauge(func(s compact.SchedulerStats) float64 { return float64(s.Running) }))
+}

@@ -81,7 +81,10 @@ type Hrana struct {
 type Compaction struct {
 	SnapshotInterval Duration `yaml:"snapshot_interval"`
 	Retention        Duration `yaml:"retention"`
-	Disabled         bool     `yaml:"disabled"`
+	// Workers: compaction passes running at once, shared by every database
+	// (default compact.DefaultWorkers).
+	Workers  int  `yaml:"workers"`
+	Disabled bool `yaml:"disabled"`
 }
 
 // Duration reads "5s", "1m30s" from YAML.

@@ -40,6 +40,7 @@ type Server struct {
 	auth    *auth.Authenticator
 	metrics *serverMetrics
 	watch   *watch.Watch // the replica's readiness (/ready)
+	compact *compaction
 	handler http.Handler
 
 	advertiseURL string // where other instances forward this one's databases' requests
@@ -66,6 +67,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if cfg.IdempotencyWindow < 0 {
 		return nil, fmt.Errorf("idempotency window %s: give a positive duration such as 24h", time.Duration(cfg.IdempotencyWindow))
 	}
+	if cfg.Compaction.Workers < 0 {
+		return nil, fmt.Errorf("compaction workers %d: use a positive number, or 0 for the default", cfg.Compaction.Workers)
+	}
 	if cfg.Limits.MaxOpenDatabases < 0 {
 		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
 	}
@@ -87,10 +91,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		}
 		return s.host.Stats()
 	}, s.watch)
+	s.compact = newCompaction(cfg.Compaction, logger)
+	s.compact.register(s.metrics.reg)
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
 		Store:            store,
-		Replication:      dbhost.EngineReplication(logger, compaction(cfg.Compaction, logger)),
+		Replication:      dbhost.EngineReplication(logger, s.compact.starter()),
 		Durability:       durability,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
 		UploadTimeout:    time.Duration(cfg.Limits.UploadTimeout),
@@ -109,6 +115,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 	})
 	if err != nil {
+		s.compact.stop()
 		return nil, err
 	}
 	s.hrana = hrana.NewHandler(hrana.Config{
@@ -210,6 +217,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		s.log.Info("shutting down: finishing requests in flight")
 	}
+	// No compaction on the way out: what level 0 holds is restorable as it
+	// is, and the next start compacts it.
+	s.compact.stop()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var handoffErr error
@@ -235,6 +245,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Close closes Hrana streams, then every database (final upload), then the
 // replica.
 func (s *Server) Close(ctx context.Context) error {
+	s.compact.stop()
 	s.hrana.Close()
 	var err error
 	if !s.hostClosed {
