@@ -12,7 +12,7 @@ import (
 	"github.com/sluicedb/sluice/server/jsonapi"
 )
 
-// Hand-off on SIGTERM in multi-instance mode (issue 4): the leader stops
+// Hand-off on SIGTERM in multi-instance mode: the leader stops
 // writing, ships and releases its leases, then keeps listening for a moment
 // and forwards the requests that still reach it (clients and load balancers
 // that have not noticed yet) to whoever takes each lease over.

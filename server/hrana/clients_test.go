@@ -21,7 +21,7 @@ import (
 	_ "github.com/tursodatabase/libsql-client-go/libsql" // registers the "libsql" database/sql driver
 )
 
-// The conformance tests of issue 3 item 10: the stock libSQL clients, run
+// The stock libSQL clients, run
 // unmodified against sluice serve's HTTP handler (router, auth, dbhost's group
 // commit and sessions, sync durability to a file replica) over real SQLite.
 // They live in hrana_test because package server imports hrana.
