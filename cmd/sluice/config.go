@@ -2,49 +2,175 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicedb/sluice/internal/confyaml"
+	"github.com/sluicedb/sluice/internal/units"
 )
 
-// sidecarConfig is the YAML file of `replicate -config` and `run -config`.
-// It accepts Litestream's shape (dbs[].replicas[].url) so existing files work.
+// sidecarConfig is the YAML file of `replicate`, `run` and `restore -config`.
+// It is Litestream 0.5's file as it is (and 0.3's replica keys): every key of
+// Litestream's reference is accepted; the ones sluice has no use for are
+// reported in one line each (litestream_keys.go) instead of refused.
 type sidecarConfig struct {
+	replicaSettings `yaml:",inline"` // defaults for every replica
+
 	DBs []dbConfig `yaml:"dbs"`
 
-	// Defaults for every database.
-	SyncInterval     duration `yaml:"sync-interval"`
-	SnapshotInterval duration `yaml:"snapshot-interval"`
-	Retention        duration `yaml:"retention"`
-	L0Retention      duration `yaml:"l0-retention"`
-	CheckpointPages  int      `yaml:"checkpoint-pages"`
+	Addr     string         `yaml:"addr"` // /health, /ready, /metrics
+	Exec     string         `yaml:"exec"` // the application to run, as `sluice run` does
+	Logging  loggingConfig  `yaml:"logging"`
+	Snapshot snapshotConfig `yaml:"snapshot"`
+	// Retention is Litestream 0.5's {enabled: bool}, or a duration (sluice,
+	// Litestream 0.3): keep what restores any point in this window.
+	Retention   retentionConfig `yaml:"retention"`
+	L0Retention units.Duration  `yaml:"l0-retention"`
+	// CheckpointPages is sluice's own.
+	CheckpointPages int `yaml:"checkpoint-pages"`
+
+	// Accepted and reported as not applying to sluice.
+	MCPAddr                  string         `yaml:"mcp-addr"`
+	Levels                   []yaml.Node    `yaml:"levels"`
+	Validation               yaml.Node      `yaml:"validation"`
+	L0RetentionCheckInterval units.Duration `yaml:"l0-retention-check-interval"`
+	VerifyCompaction         bool           `yaml:"verify-compaction"`
+	HeartbeatURL             string         `yaml:"heartbeat-url"`
+	HeartbeatInterval        units.Duration `yaml:"heartbeat-interval"`
+	Socket                   yaml.Node      `yaml:"socket"`
+	ShutdownSyncTimeout      units.Duration `yaml:"shutdown-sync-timeout"`
+	ShutdownSyncInterval     units.Duration `yaml:"shutdown-sync-interval"`
+}
+
+// replicaSettings are the keys allowed both globally and per replica.
+type replicaSettings struct {
+	SyncInterval     units.Duration `yaml:"sync-interval"`
+	SnapshotInterval units.Duration `yaml:"snapshot-interval"`
+
+	AccessKeyID     string `yaml:"access-key-id"`
+	SecretAccessKey string `yaml:"secret-access-key"`
+	Region          string `yaml:"region"`
+	Bucket          string `yaml:"bucket"`
+	Endpoint        string `yaml:"endpoint"`
+	ForcePathStyle  *bool  `yaml:"force-path-style"`
+	SkipVerify      bool   `yaml:"skip-verify"`
+	AccountName     string `yaml:"account-name"`
+	AccountKey      string `yaml:"account-key"`
+
+	// Accepted and reported as not applying to sluice.
+	ValidationInterval   units.Duration `yaml:"validation-interval"`
+	MaxSyncLTXFiles      *int           `yaml:"max-sync-ltx-files"`
+	AutoRecover          *bool          `yaml:"auto-recover"`
+	SignPayload          *bool          `yaml:"sign-payload"`
+	RequireContentMD5    *bool          `yaml:"require-content-md5"`
+	StorageClass         string         `yaml:"storage-class"`
+	PartSize             units.Size     `yaml:"part-size"`
+	Concurrency          *int           `yaml:"concurrency"`
+	SSECustomerAlgorithm string         `yaml:"sse-customer-algorithm"`
+	SSECustomerKey       string         `yaml:"sse-customer-key"`
+	SSECustomerKeyPath   string         `yaml:"sse-customer-key-path"`
+	SSEKMSKeyID          string         `yaml:"sse-kms-key-id"`
+	SASToken             string         `yaml:"sas-token"`
+	Host                 string         `yaml:"host"`
+	User                 string         `yaml:"user"`
+	Password             string         `yaml:"password"`
+	KeyPath              string         `yaml:"key-path"`
+	ConcurrentWrites     *bool          `yaml:"concurrent-writes"`
+	HostKey              string         `yaml:"host-key"`
+	WebDAVURL            string         `yaml:"webdav-url"`
+	WebDAVUsername       string         `yaml:"webdav-username"`
+	WebDAVPassword       string         `yaml:"webdav-password"`
+	JWT                  string         `yaml:"jwt"`
+	Seed                 string         `yaml:"seed"`
+	Creds                string         `yaml:"creds"`
+	NKey                 string         `yaml:"nkey"`
+	Username             string         `yaml:"username"`
+	Token                string         `yaml:"token"`
+	TLS                  *bool          `yaml:"tls"`
+	RootCAs              []string       `yaml:"root-cas"`
+	ClientCert           string         `yaml:"client-cert"`
+	ClientKey            string         `yaml:"client-key"`
+	MaxReconnects        *int           `yaml:"max-reconnects"`
+	ReconnectWait        units.Duration `yaml:"reconnect-wait"`
+	Timeout              units.Duration `yaml:"timeout"`
+	Age                  ageConfig      `yaml:"age"`
+}
+
+type ageConfig struct {
+	Identities []string `yaml:"identities"`
+	Recipients []string `yaml:"recipients"`
+}
+
+type loggingConfig struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Type   string `yaml:"type"`   // text or json
+	Stderr *bool  `yaml:"stderr"` // false: stdout, as Litestream defaults to
+	Source bool   `yaml:"source"`
+}
+
+type snapshotConfig struct {
+	Interval  units.Duration `yaml:"interval"`
+	Retention units.Duration `yaml:"retention"`
+}
+
+// retentionConfig reads `retention: 24h` or `retention: {enabled: false}`.
+type retentionConfig struct {
+	Window  units.Duration
+	Enabled *bool
+}
+
+func (r *retentionConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return r.Window.UnmarshalYAML(n)
+	}
+	var m struct {
+		Enabled *bool `yaml:"enabled"`
+	}
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	r.Enabled = m.Enabled
+	return nil
 }
 
 type dbConfig struct {
-	Path         string          `yaml:"path"`
-	Replica      *replicaConfig  `yaml:"replica"`
-	Replicas     []replicaConfig `yaml:"replicas"`
-	SyncInterval duration        `yaml:"sync-interval"`
+	Path                 string          `yaml:"path"`
+	Dir                  string          `yaml:"dir"`
+	Pattern              string          `yaml:"pattern"`
+	Recursive            bool            `yaml:"recursive"`
+	Watch                bool            `yaml:"watch"`
+	Replica              *replicaConfig  `yaml:"replica"`
+	Replicas             []replicaConfig `yaml:"replicas"`
+	SyncInterval         units.Duration  `yaml:"sync-interval"`
+	Snapshot             snapshotConfig  `yaml:"snapshot"`
+	RestoreIfDBNotExists bool            `yaml:"restore-if-db-not-exists"`
+
+	// Accepted and reported as not applying to sluice.
+	MetaPath           string         `yaml:"meta-path"`
+	MetaDir            string         `yaml:"meta-dir"`
+	MonitorInterval    units.Duration `yaml:"monitor-interval"`
+	CheckpointInterval units.Duration `yaml:"checkpoint-interval"`
+	BusyTimeout        units.Duration `yaml:"busy-timeout"`
+	MinCheckpointPageN *int           `yaml:"min-checkpoint-page-count"`
+	MaxCheckpointPageN *int           `yaml:"max-checkpoint-page-count"`
+	TruncatePageN      *int           `yaml:"truncate-page-n"`
+	MaxSyncWALBytes    units.Size     `yaml:"max-sync-wal-bytes"`
 }
 
 type replicaConfig struct {
-	URL          string   `yaml:"url"`
-	SyncInterval duration `yaml:"sync-interval"`
-}
+	replicaSettings `yaml:",inline"`
 
-// duration parses Go durations ("1s", "24h") in YAML.
-type duration time.Duration
-
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q (use e.g. 1s, 5m, 24h)", n.Line, n.Value)
-	}
-	*d = duration(v)
-	return nil
+	Type                   string          `yaml:"type"` // file (default), s3, gs/gcs, abs; sftp, webdav, nats, oss are not supported
+	Name                   string          `yaml:"name"`
+	Path                   string          `yaml:"path"`
+	URL                    string          `yaml:"url"`
+	Retention              retentionConfig `yaml:"retention"`
+	RetentionCheckInterval units.Duration  `yaml:"retention-check-interval"`
 }
 
 // dbTarget is one database to replicate, resolved from flags or a config file.
@@ -52,19 +178,19 @@ type dbTarget struct {
 	Path         string
 	ReplicaURL   string
 	SyncInterval time.Duration
+	// RestoreIfMissing restores the database before replicating when the file is absent.
+	RestoreIfMissing bool
 }
 
-// loadSidecarConfig reads path, expanding $VAR and ${VAR} from the environment.
-func loadSidecarConfig(path string) (*sidecarConfig, error) {
+// loadSidecarConfig reads path; $VAR and ${VAR} are expanded unless noExpandEnv.
+func loadSidecarConfig(path string, noExpandEnv bool) (*sidecarConfig, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	var cfg sidecarConfig
-	dec := yaml.NewDecoder(strings.NewReader(os.ExpandEnv(string(raw))))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("parse config %s: %w", path, err)
+	if err := confyaml.Decode(raw, &cfg, confyaml.Options{NoExpandEnv: noExpandEnv}); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	if len(cfg.DBs) == 0 {
 		return nil, fmt.Errorf("config %s lists no databases (dbs:)", path)
@@ -72,42 +198,308 @@ func loadSidecarConfig(path string) (*sidecarConfig, error) {
 	return &cfg, nil
 }
 
-// targets resolves every database of the config to a path and one replica URL.
-func (c *sidecarConfig) targets() ([]dbTarget, error) {
+// defaultConfigPath is where Litestream looks when no -config is given:
+// $LITESTREAM_CONFIG, else /etc/litestream.yml if it exists.
+func defaultConfigPath() string {
+	if v := os.Getenv("LITESTREAM_CONFIG"); v != "" {
+		return v
+	}
+	if _, err := os.Stat("/etc/litestream.yml"); err == nil {
+		return "/etc/litestream.yml"
+	}
+	return ""
+}
+
+// expandHome turns a leading ~ into the home directory, as Litestream does for db paths.
+func expandHome(p string) (string, error) {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, strings.TrimPrefix(p, "~")), nil
+}
+
+// targets resolves every database of the config to a path and one replica
+// URL; notice reports what of the config does not apply.
+func (c *sidecarConfig) targets(notice func(string)) ([]dbTarget, error) {
 	var out []dbTarget
 	seen := map[string]bool{}
 	for i, db := range c.DBs {
-		if db.Path == "" {
-			return nil, fmt.Errorf("dbs[%d]: path is required", i)
-		}
-		abs, err := filepath.Abs(db.Path)
-		if err != nil {
-			return nil, err
-		}
-		if seen[abs] {
-			return nil, fmt.Errorf("dbs[%d]: %s is listed twice", i, db.Path)
-		}
-		seen[abs] = true
+		where := fmt.Sprintf("dbs[%d]", i)
 		reps := db.Replicas
 		if db.Replica != nil {
 			reps = append([]replicaConfig{*db.Replica}, reps...)
 		}
-		switch {
-		case len(reps) == 0:
-			return nil, fmt.Errorf("dbs[%d] (%s): no replica url", i, db.Path)
-		case len(reps) > 1:
-			return nil, fmt.Errorf("dbs[%d] (%s): sluice replicates each database to exactly one replica; %d given", i, db.Path, len(reps))
-		case reps[0].URL == "":
-			return nil, fmt.Errorf("dbs[%d] (%s): replica url is empty", i, db.Path)
+		if len(reps) == 0 {
+			return nil, fmt.Errorf("%s (%s): no replica: add replica: {url: s3://BUCKET/PATH}", where, db.Path)
+		}
+		repURL, repIdx, err := c.pickReplica(where, reps, notice)
+		if err != nil {
+			return nil, err
 		}
 		interval := time.Duration(c.SyncInterval)
 		if db.SyncInterval > 0 {
 			interval = time.Duration(db.SyncInterval)
 		}
-		if reps[0].SyncInterval > 0 {
-			interval = time.Duration(reps[0].SyncInterval)
+		if reps[repIdx].SyncInterval > 0 {
+			interval = time.Duration(reps[repIdx].SyncInterval)
 		}
-		out = append(out, dbTarget{Path: abs, ReplicaURL: reps[0].URL, SyncInterval: interval})
+		paths, err := db.paths(where, notice)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			if seen[p.abs] {
+				return nil, fmt.Errorf("%s: %s is listed twice", where, p.abs)
+			}
+			seen[p.abs] = true
+			u := repURL
+			if p.rel != "" { // a database found under dir: gets its own prefix
+				u, err = joinURLPath(repURL, p.rel)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+			}
+			out = append(out, dbTarget{Path: p.abs, ReplicaURL: u, SyncInterval: interval, RestoreIfMissing: db.RestoreIfDBNotExists})
+		}
 	}
 	return out, nil
+}
+
+type dbPath struct{ abs, rel string }
+
+// paths is the database's path, or with dir: the databases found under it
+// now (Litestream's directory mode; new files appear at the next start).
+func (db dbConfig) paths(where string, notice func(string)) ([]dbPath, error) {
+	switch {
+	case db.Path != "" && db.Dir != "":
+		return nil, fmt.Errorf("%s: give path or dir, not both", where)
+	case db.Path != "":
+		p, err := expandHome(db.Path)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(p)
+		return []dbPath{{abs: abs}}, err
+	case db.Dir == "":
+		return nil, fmt.Errorf("%s: path is required", where)
+	}
+	dir, err := expandHome(db.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	pattern := db.Pattern
+	if pattern == "" {
+		pattern = "*.db"
+	}
+	if db.Watch {
+		notice(fmt.Sprintf("%s: watch: databases created under %s after start are replicated from the next start", where, db.Dir))
+	}
+	var found []dbPath
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && !db.Recursive {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ok, _ := filepath.Match(pattern, d.Name()); ok {
+			rel, _ := filepath.Rel(dir, p)
+			found = append(found, dbPath{abs: p, rel: filepath.ToSlash(rel)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: dir %s: %w", where, db.Dir, err)
+	}
+	if len(found) == 0 {
+		notice(fmt.Sprintf("%s: no database matches %s under %s yet", where, pattern, db.Dir))
+	}
+	return found, nil
+}
+
+// pickReplica returns the URL of the first replica sluice can write; sluice
+// ships each database to one replica, so the others are reported.
+func (c *sidecarConfig) pickReplica(where string, reps []replicaConfig, notice func(string)) (string, int, error) {
+	var firstErr error
+	for i, r := range reps {
+		u, err := c.replicaURL(r)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s.replica: %w", where, err)
+			}
+			continue
+		}
+		for j := range reps {
+			if j != i {
+				notice(fmt.Sprintf("%s: sluice ships each database to one replica; using %s, not replica %d", where, redactURL(u), j+1))
+			}
+		}
+		return u, i, nil
+	}
+	return "", 0, firstErr
+}
+
+// replicaURL builds the replica URL from url:, or from type/bucket/path and
+// the S3 settings, global ones filling what the replica leaves unset.
+func (c *sidecarConfig) replicaURL(r replicaConfig) (string, error) {
+	if len(r.Age.Identities)+len(r.Age.Recipients)+len(c.Age.Identities)+len(c.Age.Recipients) > 0 {
+		return "", fmt.Errorf("age encryption is not supported: sluice would write the database unencrypted")
+	}
+	s := r.replicaSettings
+	g := c.replicaSettings
+	fill := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	fill(&s.AccessKeyID, g.AccessKeyID)
+	fill(&s.SecretAccessKey, g.SecretAccessKey)
+	fill(&s.Region, g.Region)
+	fill(&s.Bucket, g.Bucket)
+	fill(&s.Endpoint, g.Endpoint)
+	fill(&s.AccountName, g.AccountName)
+	fill(&s.AccountKey, g.AccountKey)
+	if s.ForcePathStyle == nil {
+		s.ForcePathStyle = g.ForcePathStyle
+	}
+	s.SkipVerify = s.SkipVerify || g.SkipVerify
+
+	typ := r.Type
+	if r.URL != "" {
+		if r.Path != "" && r.Bucket == "" && (typ == "" || typ == "file") {
+			return "", fmt.Errorf("give url or path, not both")
+		}
+		u, err := url.Parse(r.URL)
+		if err != nil || !strings.Contains(r.URL, "://") {
+			return r.URL, nil // a plain path or a malformed URL: replicaurl explains
+		}
+		typ = u.Scheme
+		if err := setCredentials(typ, s); err != nil {
+			return "", err
+		}
+		return addS3Params(u, s), nil
+	}
+	if typ == "" {
+		typ = "file"
+	}
+	switch typ {
+	case "file":
+		if r.Path == "" {
+			return "", fmt.Errorf("file replica needs path: or url:")
+		}
+		p, err := expandHome(r.Path)
+		if err != nil {
+			return "", err
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(), nil
+	case "s3", "gs", "gcs", "abs":
+		if s.Bucket == "" {
+			return "", fmt.Errorf("%s replica needs bucket: (or url: %s://BUCKET/PATH)", typ, typ)
+		}
+		scheme := map[string]string{"s3": "s3", "gs": "gs", "gcs": "gs", "abs": "abs"}[typ]
+		u := &url.URL{Scheme: scheme, Host: s.Bucket, Path: "/" + strings.TrimPrefix(r.Path, "/")}
+		if err := setCredentials(scheme, s); err != nil {
+			return "", err
+		}
+		return addS3Params(u, s), nil
+	default:
+		return "", fmt.Errorf("replica type %q is not supported (sluice writes to s3, gs, abs and file replicas)", typ)
+	}
+}
+
+// addS3Params carries endpoint, region, force-path-style and skip-verify into an s3:// URL.
+func addS3Params(u *url.URL, s replicaSettings) string {
+	q := u.Query()
+	set := func(k, v string) {
+		if v != "" && q.Get(k) == "" {
+			q.Set(k, v)
+		}
+	}
+	switch u.Scheme {
+	case "s3":
+		set("endpoint", s.Endpoint)
+		set("region", s.Region)
+		if s.ForcePathStyle != nil {
+			set("force-path-style", fmt.Sprint(*s.ForcePathStyle))
+		}
+		if s.SkipVerify {
+			set("skip-verify", "true")
+		}
+	case "gs", "abs":
+		set("endpoint", s.Endpoint)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// setCredentials exports the config's credentials to the environment the
+// store clients read; the config takes precedence, as in Litestream. One
+// process has one set per kind of store.
+func setCredentials(scheme string, s replicaSettings) error {
+	pairs := map[string][2]string{}
+	switch scheme {
+	case "s3":
+		pairs["AWS_ACCESS_KEY_ID"] = [2]string{s.AccessKeyID, "access-key-id"}
+		pairs["AWS_SECRET_ACCESS_KEY"] = [2]string{s.SecretAccessKey, "secret-access-key"}
+	case "abs":
+		pairs["AZURE_STORAGE_ACCOUNT"] = [2]string{s.AccountName, "account-name"}
+		pairs["AZURE_STORAGE_KEY"] = [2]string{s.AccountKey, "account-key"}
+	}
+	for env, v := range pairs {
+		if v[0] == "" {
+			continue
+		}
+		if prev, ok := configCredentials[env]; ok && prev != v[0] {
+			return fmt.Errorf("two different %s values: sluice uses one per process", v[1])
+		}
+		configCredentials[env] = v[0]
+		os.Setenv(env, v[0])
+	}
+	return nil
+}
+
+// configCredentials remembers what setCredentials exported.
+var configCredentials = map[string]string{}
+
+// applyLitestreamEnv maps Litestream's credential variables to the ones the
+// store clients read, unless those are set.
+func applyLitestreamEnv() {
+	for from, to := range map[string]string{
+		"LITESTREAM_ACCESS_KEY_ID":     "AWS_ACCESS_KEY_ID",
+		"LITESTREAM_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY",
+		"LITESTREAM_AZURE_ACCOUNT_KEY": "AZURE_STORAGE_KEY",
+	} {
+		if v, ok := os.LookupEnv(from); ok {
+			if _, set := os.LookupEnv(to); !set {
+				os.Setenv(to, v)
+			}
+		}
+	}
+}
+
+// joinURLPath appends rel to the path of a replica URL or directory.
+func joinURLPath(raw, rel string) (string, error) {
+	if !strings.Contains(raw, "://") {
+		return filepath.Join(raw, filepath.FromSlash(rel)), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/" + rel
+	return u.String(), nil
 }
