@@ -35,16 +35,16 @@ type sidecarConfig struct {
 	CheckpointPages int `yaml:"checkpoint-pages"`
 
 	// Accepted and reported as not applying to sluice.
-	MCPAddr                  string         `yaml:"mcp-addr"`
-	Levels                   []yaml.Node    `yaml:"levels"`
-	Validation               yaml.Node      `yaml:"validation"`
-	L0RetentionCheckInterval units.Duration `yaml:"l0-retention-check-interval"`
-	VerifyCompaction         bool           `yaml:"verify-compaction"`
-	HeartbeatURL             string         `yaml:"heartbeat-url"`
-	HeartbeatInterval        units.Duration `yaml:"heartbeat-interval"`
-	Socket                   yaml.Node      `yaml:"socket"`
-	ShutdownSyncTimeout      units.Duration `yaml:"shutdown-sync-timeout"`
-	ShutdownSyncInterval     units.Duration `yaml:"shutdown-sync-interval"`
+	MCPAddr                  string           `yaml:"mcp-addr"`
+	Levels                   []intervalConfig `yaml:"levels"`
+	Validation               intervalConfig   `yaml:"validation"`
+	L0RetentionCheckInterval units.Duration   `yaml:"l0-retention-check-interval"`
+	VerifyCompaction         bool             `yaml:"verify-compaction"`
+	HeartbeatURL             string           `yaml:"heartbeat-url"`
+	HeartbeatInterval        units.Duration   `yaml:"heartbeat-interval"`
+	Socket                   socketConfig     `yaml:"socket"`
+	ShutdownSyncTimeout      units.Duration   `yaml:"shutdown-sync-timeout"`
+	ShutdownSyncInterval     units.Duration   `yaml:"shutdown-sync-interval"`
 }
 
 // replicaSettings are the keys allowed both globally and per replica.
@@ -113,6 +113,16 @@ type loggingConfig struct {
 	Source bool   `yaml:"source"`
 }
 
+type intervalConfig struct {
+	Interval units.Duration `yaml:"interval"`
+}
+
+type socketConfig struct {
+	Enabled     bool   `yaml:"enabled"`
+	Path        string `yaml:"path"`
+	Permissions uint32 `yaml:"permissions"`
+}
+
 type snapshotConfig struct {
 	Interval  units.Duration `yaml:"interval"`
 	Retention units.Duration `yaml:"retention"`
@@ -171,6 +181,60 @@ type replicaConfig struct {
 	URL                    string          `yaml:"url"`
 	Retention              retentionConfig `yaml:"retention"`
 	RetentionCheckInterval units.Duration  `yaml:"retention-check-interval"`
+}
+
+// compaction returns the snapshot interval and retention window: global
+// settings, overridden by per-database snapshot: blocks and per-replica
+// retention and snapshot-interval (Litestream 0.3). sluice compacts every
+// database alike, so when they differ the longest retention and the shortest
+// snapshot interval win, which keeps at least what each asked for.
+func (c *sidecarConfig) compaction(notice func(string)) (snapshotInterval, retention time.Duration) {
+	snapshotInterval = time.Duration(c.SnapshotInterval)
+	if c.Snapshot.Interval > 0 {
+		snapshotInterval = time.Duration(c.Snapshot.Interval)
+	}
+	retention = time.Duration(c.Retention.Window)
+	if c.Snapshot.Retention > 0 {
+		retention = time.Duration(c.Snapshot.Retention)
+	}
+	var snaps, rets []time.Duration
+	for _, db := range c.DBs {
+		snaps = append(snaps, time.Duration(db.Snapshot.Interval))
+		rets = append(rets, time.Duration(db.Snapshot.Retention))
+		reps := db.Replicas
+		if db.Replica != nil {
+			reps = append(reps, *db.Replica)
+		}
+		for _, r := range reps {
+			snaps = append(snaps, time.Duration(r.SnapshotInterval))
+			rets = append(rets, time.Duration(r.Retention.Window))
+		}
+	}
+	pick := func(global time.Duration, vals []time.Duration, better func(a, b time.Duration) bool, what string) time.Duration {
+		out, n, differ := global, 0, false
+		if global > 0 {
+			n = 1
+		}
+		for _, v := range vals {
+			if v <= 0 {
+				continue
+			}
+			if n > 0 && v != out {
+				differ = true
+			}
+			if n == 0 || better(v, out) {
+				out = v
+			}
+			n++
+		}
+		if differ {
+			notice(fmt.Sprintf("the config asks for several %s values; sluice compacts every database alike and uses %s", what, units.FormatDuration(out)))
+		}
+		return out
+	}
+	snapshotInterval = pick(snapshotInterval, snaps, func(a, b time.Duration) bool { return a < b }, "snapshot interval")
+	retention = pick(retention, rets, func(a, b time.Duration) bool { return a > b }, "retention")
+	return snapshotInterval, retention
 }
 
 // dbTarget is one database to replicate, resolved from flags or a config file.
@@ -424,9 +488,11 @@ func (c *sidecarConfig) replicaURL(r replicaConfig) (string, error) {
 // addS3Params carries endpoint, region, force-path-style and skip-verify into an s3:// URL.
 func addS3Params(u *url.URL, s replicaSettings) string {
 	q := u.Query()
+	changed := false
 	set := func(k, v string) {
 		if v != "" && q.Get(k) == "" {
 			q.Set(k, v)
+			changed = true
 		}
 	}
 	switch u.Scheme {
@@ -442,7 +508,9 @@ func addS3Params(u *url.URL, s replicaSettings) string {
 	case "gs", "abs":
 		set("endpoint", s.Endpoint)
 	}
-	u.RawQuery = q.Encode()
+	if changed {
+		u.RawQuery = q.Encode()
+	}
 	return u.String()
 }
 

@@ -72,15 +72,17 @@ func inapplicableNotices(raw []byte) []string {
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				key := strings.ReplaceAll(n.Content[i].Value, "_", "-")
-				reason, ok := inapplicableKeys[parent+"."+key]
+				name := parent + "." + key
+				reason, ok := inapplicableKeys[name]
 				if !ok {
+					name = key
 					reason, ok = inapplicableKeys[key]
 				}
 				if ok {
 					if reason == "" {
 						reason = "it applies to replica types sluice does not write to"
 					}
-					out = append(out, fmt.Sprintf("line %d: %s is accepted and not used: %s", n.Content[i].Line, key, reason))
+					out = append(out, fmt.Sprintf("line %d: %s is accepted and not used: %s", n.Content[i].Line, name, reason))
 					continue
 				}
 				walk(n.Content[i+1], key)

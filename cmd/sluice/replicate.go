@@ -118,14 +118,7 @@ func (f *sidecarFlags) resolve(cmd string, args []string) (*sidecarPlan, error) 
 		if plan.targets, err = cfg.targets(func(s string) { notices = append(notices, s) }); err != nil {
 			return nil, fmt.Errorf("config %s: %w", configPath, err)
 		}
-		plan.compact.SnapshotInterval = time.Duration(cfg.SnapshotInterval)
-		if cfg.Snapshot.Interval > 0 {
-			plan.compact.SnapshotInterval = time.Duration(cfg.Snapshot.Interval)
-		}
-		plan.compact.Retention = time.Duration(cfg.Retention.Window)
-		if cfg.Snapshot.Retention > 0 {
-			plan.compact.Retention = time.Duration(cfg.Snapshot.Retention)
-		}
+		plan.compact.SnapshotInterval, plan.compact.Retention = cfg.compaction(func(s string) { notices = append(notices, s) })
 		plan.compact.L0Retention = time.Duration(cfg.L0Retention)
 		if f.exec == "" {
 			plan.exec = cfg.Exec

@@ -76,7 +76,16 @@ func setupRestore(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&f.noExpandEnv, "no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
 	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&f.verbose, "v", false, "log the plan and the time each phase took")
-	return func(ctx context.Context, args []string) error { return runRestore(ctx, f, args) }
+	return func(ctx context.Context, args []string) error {
+		// Litestream writes `-integrity-check full`: the bool-style flag left
+		// the mode among the arguments.
+		if len(args) == 2 && flagSet(fs, "integrity-check") {
+			if err := f.integrityCheck.Set(args[0]); err == nil {
+				args = args[1:]
+			}
+		}
+		return runRestore(ctx, f, args)
+	}
 }
 
 func runRestore(ctx context.Context, f restoreFlags, args []string) error {

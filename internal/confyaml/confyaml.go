@@ -87,6 +87,8 @@ func renameTopLevel(doc *yaml.Node, aliases map[string]string) {
 	}
 }
 
+var nodeType = reflect.TypeOf(yaml.Node{})
+
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
 // checkKeys refuses a mapping key that t has no field for.
@@ -97,7 +99,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
 		}
 		t = t.Elem()
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) {
+	if t == nodeType || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return nil
 	}
 	switch n.Kind {
