@@ -80,8 +80,12 @@ func setupRestore(fs *flag.FlagSet) runFunc {
 		// Litestream writes `-integrity-check full`: the bool-style flag left
 		// the mode among the arguments.
 		if len(args) == 2 && flagSet(fs, "integrity-check") {
-			if err := f.integrityCheck.Set(args[0]); err == nil {
-				args = args[1:]
+			for i, a := range args {
+				if a == "quick" || a == "full" || a == "none" {
+					_ = f.integrityCheck.Set(a)
+					args = append(args[:i:i], args[i+1:]...)
+					break
+				}
 			}
 		}
 		return runRestore(ctx, f, args)

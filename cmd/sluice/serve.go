@@ -128,10 +128,10 @@ func setupServe(fs *flag.FlagSet) runFunc {
 			cfg.ReplicaErrorBudget = server.Duration(*budget)
 		}
 		logger := newLogger(*verbose)
-		if err := checkDataDir(cfg.DataDir); err != nil {
+		if err := checkReplicaURL(cfg.Replica, cfg.DataDir, logger); err != nil {
 			return err
 		}
-		if err := checkReplicaURL(cfg.Replica, cfg.DataDir, logger); err != nil {
+		if err := checkDataDir(cfg.DataDir); err != nil {
 			return err
 		}
 		if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
