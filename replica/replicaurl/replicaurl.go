@@ -27,6 +27,7 @@ var Schemes = []string{"file", "s3", "gs", "abs"}
 //	/abs/path, rel/path, file:///abs/path, file://./rel/path
 //
 // A URL Check finds malformed is refused rather than taken as a directory.
+//
 //	s3://bucket/prefix?endpoint=…&region=…&force-path-style=true&skip-verify=true
 //	gs://bucket/prefix?endpoint=…        (or STORAGE_EMULATOR_HOST)
 //	abs://container/prefix?endpoint=…    (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY)
