@@ -544,17 +544,15 @@ func setCredentials(scheme string, s replicaSettings) error {
 var configCredentials = map[string]string{}
 
 // applyLitestreamEnv maps Litestream's credential variables to the ones the
-// store clients read, unless those are set.
+// store clients read, unless those are set (to something not empty).
 func applyLitestreamEnv() {
 	for from, to := range map[string]string{
 		"LITESTREAM_ACCESS_KEY_ID":     "AWS_ACCESS_KEY_ID",
 		"LITESTREAM_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY",
 		"LITESTREAM_AZURE_ACCOUNT_KEY": "AZURE_STORAGE_KEY",
 	} {
-		if v, ok := os.LookupEnv(from); ok {
-			if _, set := os.LookupEnv(to); !set {
-				os.Setenv(to, v)
-			}
+		if v := os.Getenv(from); v != "" && os.Getenv(to) == "" {
+			os.Setenv(to, v)
 		}
 	}
 }

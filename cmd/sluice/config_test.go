@@ -48,7 +48,7 @@ func TestConfigLitestreamExamplesResolve(t *testing.T) {
 		{"s3-compatible.yml", []string{"s3://bkt/compatible/app.db?endpoint=http%3A%2F%2F127.0.0.1%3A9000&force-path-style=true&region=us-east-1"}, nil},
 		{"reference.yml", []string{"s3://bkt/reference/app.db?endpoint=http%3A%2F%2F127.0.0.1%3A9000&force-path-style=true&region=us-east-1"},
 			[]string{"mcp-addr", "levels", "validation", "retention.enabled", "part-size", "concurrency", "meta-path", "retention-check-interval", "busy-timeout", "name"}},
-		{"file.yml", []string{"file://" + filepath.Join(dir, "backup", "app.db")}, []string{"one replica"}},
+		{"file.yml", []string{"file://" + filepath.Join(dir, "backup", "app.db")}, nil},
 		{"exec.yml", []string{"file://" + filepath.Join(dir, "backup", "exec")}, nil},
 		{"gcs-abs.yml", []string{"gs://my-gcs-bucket/db", "gs://my-gcs-bucket/url-db", "abs://mycontainer/db"}, nil},
 	}
@@ -163,5 +163,28 @@ func TestConfigPerReplicaRetentionIsHonoured(t *testing.T) {
 	// Global snapshot: {interval: 1h, retention: 24h}; the replica asks for 72h retention.
 	if snap != time.Hour || ret != 72*time.Hour {
 		t.Fatalf("snapshot interval %v, retention %v; want 1h, 72h", snap, ret)
+	}
+}
+
+// Litestream 0.3's several replicas per database: the first sluice can write
+// is used and the others are reported, never silently dropped.
+func TestConfigSeveralReplicasUseTheFirstAndSayso(t *testing.T) {
+	dir := exampleEnv(t)
+	p := filepath.Join(dir, "c.yml")
+	body := "dbs:\n  - path: /x.db\n    replicas:\n      - type: sftp\n        host: h\n      - path: /backup/x\n      - url: s3://bkt/x\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadSidecarConfig(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	targets, err := cfg.targets(func(s string) { notices = append(notices, s) })
+	if err != nil || len(targets) != 1 || targets[0].ReplicaURL != "file:///backup/x" {
+		t.Fatalf("targets %+v, %v", targets, err)
+	}
+	if len(notices) != 2 || !strings.Contains(notices[0], "one replica") {
+		t.Fatalf("notices %q", notices)
 	}
 }

@@ -25,12 +25,11 @@ var Schemes = []string{"file", "s3", "gs", "abs"}
 // Open opens the store rawURL names:
 //
 //	/abs/path, rel/path, file:///abs/path, file://./rel/path
-//
-// A URL Check finds malformed is refused rather than taken as a directory.
-//
 //	s3://bucket/prefix?endpoint=…&region=…&force-path-style=true&skip-verify=true
 //	gs://bucket/prefix?endpoint=…        (or STORAGE_EMULATOR_HOST)
 //	abs://container/prefix?endpoint=…    (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY)
+//
+// A URL that Check finds malformed is refused rather than taken as a directory.
 func Open(ctx context.Context, rawURL string) (replica.Store, error) {
 	if err := Check(rawURL); err != nil {
 		return nil, err
