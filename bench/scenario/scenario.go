@@ -1,5 +1,5 @@
-// Package scenario holds the seeds' workloads (counter, put-object, the BBS of
-// seed 004, the D1 reads and writes of seed 002) as data: their schema, the
+// Package scenario holds the benchmark workloads (counter, put-object, a BBS,
+// D1-style reads and writes) as data: their schema, the
 // statements each virtual user sends, and the query that counts what the
 // acknowledged writes left behind. A Target turns them into HTTP requests for
 // sluice's JSON API, for Hrana, or for the peer apps' fixed routes.

@@ -176,7 +176,7 @@ func compareOne(ctx context.Context, env *targets.Env, kind string, s *scenario.
 	return row
 }
 
-// PrintTable prints compare's table in the spirit of seed 004's summary.
+// PrintTable prints compare's table as a markdown summary.
 func PrintTable(w io.Writer, s *scenario.Scenario, o CompareOptions, rows []Row) {
 	fmt.Fprintf(w, "\nsluice bench compare %s — seed %s: %s\n", s.Name, s.Seed, s.Description)
 	fmt.Fprintf(w, "%d VUs, %s measured after a %s warm-up per target; %s, %d CPUs; replicas on a local MinIO; each target SIGKILLed right after its run, then restored\n\n",

@@ -76,7 +76,7 @@ func runBenchRestore(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Rows, "rows", 468703, "rows of the single-row JSON insert workload")
 	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (one per request, as a web service writes)")
 	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
-	sizes := fs.String("sizes", restorebench.SeedSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is the single-row-insert database written row by row, the others are built in bulk")
+	sizes := fs.String("sizes", restorebench.RowByRowSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is the single-row-insert database written row by row, the others are built in bulk")
 	fs.BoolVar(&o.Keep, "keep", false, "keep MinIO and the work directory afterwards, for profiling (blocks until interrupted)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
