@@ -153,3 +153,45 @@ func listKeys(t *testing.T, m *testenv.MinIOServer, bucket string) []string {
 	}
 	return keys
 }
+
+// restore-if-db-not-exists: a replicate started on a machine without the
+// database restores it first, then continues the replica.
+func TestConfigRestoreIfDBNotExists(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "app.db")
+	rep := filepath.Join(t.TempDir(), "replica")
+	cfg := filepath.Join(dir, "litestream.yml")
+	body := "dbs:\n  - path: " + db + "\n    restore-if-db-not-exists: true\n    replica:\n      type: file\n      path: " + rep + "\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "writer.py")
+	if err := os.WriteFile(script, []byte(writerScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := start(t, nil, "python3", script, db, "200")
+	if err := app.wait(t, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	side := start(t, []string{"LITESTREAM_CONFIG=" + cfg}, sluiceBin, "replicate", "-sync-interval", "50ms")
+	time.Sleep(time.Second)
+	stopSidecar(t, side)
+	keep := filepath.Join(dir, "original.db")
+	mustSluice(t, nil, "restore", "file://"+rep, "-o", keep, "-q")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(db + suffix)
+	}
+
+	side = start(t, []string{"LITESTREAM_CONFIG=" + cfg}, sluiceBin, "replicate", "-sync-interval", "50ms")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(side.out.String(), "restored on boot") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restore on start:\n%s", side.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopSidecar(t, side)
+	if got := sameDB(t, keep, db); got != 200 {
+		t.Fatalf("restored %d rows, want 200", got)
+	}
+}

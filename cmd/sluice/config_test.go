@@ -188,3 +188,55 @@ func TestConfigSeveralReplicasUseTheFirstAndSayso(t *testing.T) {
 		t.Fatalf("notices %q", notices)
 	}
 }
+
+// Litestream's directory mode: every database matching the pattern under dir
+// at start, each under its own prefix of the replica.
+func TestConfigDirectoryMode(t *testing.T) {
+	dir := exampleEnv(t)
+	data := filepath.Join(dir, "tenants")
+	for _, f := range []string{"a.db", "b.db", "notes.txt", "sub/c.db"} {
+		p := filepath.Join(data, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		recursive string
+		want      []string
+	}{
+		{"false", []string{"a.db", "b.db"}},
+		{"true", []string{"a.db", "b.db", "sub/c.db"}},
+	} {
+		p := filepath.Join(dir, "c.yml")
+		body := "dbs:\n  - dir: " + data + "\n    pattern: \"*.db\"\n    recursive: " + c.recursive + "\n    watch: true\n    replica:\n      url: s3://bkt/tenants\n"
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadSidecarConfig(p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var notices []string
+		targets, err := cfg.targets(func(s string) { notices = append(notices, s) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, tg := range targets {
+			rel, _ := filepath.Rel(data, tg.Path)
+			if tg.ReplicaURL != "s3://bkt/tenants/"+rel {
+				t.Errorf("%s replicates to %s", rel, tg.ReplicaURL)
+			}
+			got = append(got, rel)
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("recursive %s: databases %q, want %q", c.recursive, got, c.want)
+		}
+		if len(notices) != 1 || !strings.Contains(notices[0], "next start") {
+			t.Errorf("watch: notices %q", notices)
+		}
+	}
+}
