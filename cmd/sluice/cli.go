@@ -142,7 +142,11 @@ func (c command) execute(ctx context.Context, args []string) error {
 func (c command) printHelp(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: %s\n", strings.TrimSpace(c.usage))
 	if hasFlags(fs) {
-		fmt.Fprintln(w, "\nFlags (accepted before or after the arguments):")
+		where := "before or after the arguments"
+		if c.argsEndFlags {
+			where = "before the first argument"
+		}
+		fmt.Fprintf(w, "\nFlags (%s):\n", where)
 		printFlags(w, fs)
 	}
 }

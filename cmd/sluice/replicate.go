@@ -64,7 +64,7 @@ type sidecarFlags struct {
 func (f *sidecarFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML config listing databases and replicas (a Litestream config works as it is)")
 	fs.BoolVar(&f.noExpandEnv, "no-expand-env", false, "do not expand $VAR and ${VAR} in the config (a password containing $)")
-	fs.StringVar(&f.dbPath, "db", "", "database path (instead of the DB_PATH argument or -config)")
+	fs.StringVar(&f.dbPath, "db", "", "database path, with -replica (instead of -config)")
 	fs.StringVar(&f.replicaURL, "replica", "", "replica URL: s3://BUCKET/PATH, gs://, abs://, file:///DIR (with -db)")
 	fs.DurationVar(&f.syncInterval, "sync-interval", time.Second, "ship committed changes at least this often")
 	fs.DurationVar(&f.syncInterval, "interval", time.Second, "same as -sync-interval")
