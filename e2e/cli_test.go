@@ -53,7 +53,10 @@ func listed(help, header string) []string {
 	return names
 }
 
-var flagLine = regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+var (
+	flagLine  = regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	typedFlag = regexp.MustCompile(`(?m)^  -([a-z0-9-]+) (duration|size)$`)
+)
 
 // Every command answers help on stdout with exit 0, however it is asked,
 // refuses an unknown flag with exit 2 and the nearest real one, and its help
@@ -99,6 +102,23 @@ func TestCLIHelpForEveryCommand(t *testing.T) {
 			flags := flagLine.FindAllStringSubmatch(help, -1)
 			if len(flags) == 0 {
 				return
+			}
+			// Flags after an argument are parsed (unless the command hands
+			// its arguments on, like run's COMMAND), and every duration and
+			// size flag reads the human forms and refuses nonsense.
+			if !strings.Contains(help, "Flags (before the first argument)") {
+				for _, m := range typedFlag.FindAllStringSubmatch(help, -1) {
+					good, bad := "7d", "7x"
+					if m[2] == "size" {
+						good, bad = "8MiB", "8XB"
+					}
+					if out, stderr, code := run3(t, "", nil, c, "ARG", "-"+m[1], good, "-h"); code != 0 || out != help {
+						t.Errorf("sluice %s ARG -%s %s -h: exit %d, stderr %q", c, m[1], good, code, stderr)
+					}
+					if _, stderr, code := run3(t, "", nil, c, "ARG", "-"+m[1], bad); code != 2 || !strings.Contains(stderr, "-"+m[1]) {
+						t.Errorf("sluice %s ARG -%s %s: exit %d, stderr %q; want a usage error naming the flag", c, m[1], bad, code, stderr)
+					}
+				}
 			}
 			// A typo of a real flag (two letters swapped) is refused with that flag suggested.
 			real := ""
