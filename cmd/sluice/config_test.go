@@ -50,7 +50,7 @@ func TestConfigLitestreamExamplesResolve(t *testing.T) {
 			[]string{"mcp-addr", "levels", "validation", "retention.enabled", "part-size", "concurrency", "meta-path", "retention-check-interval", "busy-timeout", "name"}},
 		{"file.yml", []string{"file://" + filepath.Join(dir, "backup", "app.db")}, nil},
 		{"exec.yml", []string{"file://" + filepath.Join(dir, "backup", "exec")}, nil},
-		{"gcs-abs.yml", []string{"gs://my-gcs-bucket/db", "gs://my-gcs-bucket/url-db", "abs://mycontainer/db"}, nil},
+		{"gcs-abs.yml", []string{"gs://my-gcs-bucket/db", "gs://my-gcs-bucket/url-db", "abs://mycontainer/db", "abs://myaccount@mycontainer/url-db"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
