@@ -195,3 +195,27 @@ func TestConfigRestoreIfDBNotExists(t *testing.T) {
 		t.Fatalf("restored %d rows, want 200", got)
 	}
 }
+
+// replicate -exec, as Litestream spells it on the command line: the
+// application runs under the replicator, which stops and ships everything
+// when it exits, with the application's exit code.
+func TestConfigReplicateExecFlag(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "app.db")
+	rep := "file://" + filepath.Join(t.TempDir(), "replica")
+	script := filepath.Join(dir, "writer.py")
+	if err := os.WriteFile(script, []byte(writerScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustSluice(t, nil, "replicate", db, rep, "-sync-interval", "50ms", "-exec", "python3 '"+script+"' "+db+" 150")
+	out := filepath.Join(dir, "restored.db")
+	mustSluice(t, nil, "restore", rep, "-o", out, "-q")
+	if got := sameDB(t, db, out); got != 150 {
+		t.Fatalf("restored %d rows, want 150", got)
+	}
+	if _, err := sluice(t, nil, "replicate", filepath.Join(dir, "b.db"), rep+"-b", "-exec", "sh -c 'exit 7'"); err == nil {
+		t.Fatal("the application's failure was not passed on")
+	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Fatalf("exit %v, want the application's 7", err)
+	}
+}
