@@ -389,4 +389,3 @@ func (db dbConfig) paths(where string, notice func(string)) ([]dbPath, error) {
 	}
 	return found, nil
 }
-
