@@ -17,7 +17,7 @@ type Config struct {
 	AllowUnauthenticatedRemote bool          `yaml:"allow-unauthenticated-remote"`
 	Tokens                     []TokenConfig `yaml:"tokens"`
 	JWTPublicKey               string        `yaml:"jwt-public-key"`      // PEM or base64url raw Ed25519 key
-	JWTPublicKeyFile           string        `yaml:"jwt-public-key-file"` // alternative to jwt_public_key
+	JWTPublicKeyFile           string        `yaml:"jwt-public-key-file"` // alternative to jwt-public-key
 	JWTMaxLifetime             Duration      `yaml:"jwt-max-lifetime"`    // longest exp-iat accepted, default 168h; negative: no limit
 	JWTAllowNoExp              bool          `yaml:"jwt-allow-no-exp"`    // accept JWTs without exp (never expire)
 	MetricsToken               string        `yaml:"metrics-token"`       // a token that may read /metrics (and nothing else)

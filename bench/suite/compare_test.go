@@ -47,7 +47,7 @@ func TestCompareEveryTarget(t *testing.T) {
 			if !r.Protected || r.Lost != 0 {
 				t.Errorf("row %s: %s", r.Target, r.Survived)
 			}
-		case "sluice-async", "seed001":
+		case "sluice-async", "litestream":
 			if !strings.HasPrefix(r.Survived, "yes") && !strings.HasPrefix(r.Survived, "NO: lost") {
 				t.Errorf("row %s: restore not checked: %q", r.Target, r.Survived)
 			}
@@ -75,7 +75,7 @@ func TestServeBenchmark(t *testing.T) {
 	for _, r := range []struct {
 		name string
 		ok   bool
-	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"litestream", res.Seed001.OK > 0 && res.Seed001.OK == res.Seed001.Requests}} {
+	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"litestream", res.Litestream.OK > 0 && res.Litestream.OK == res.Litestream.Requests}} {
 		if !r.ok {
 			t.Errorf("%s run had failures or no requests\n%s", r.name, out.String())
 		}

@@ -24,13 +24,13 @@ type ServeOptions struct {
 
 // Targets: sluice ≥ 2× go-sqlite3 + Litestream and ≥ 0.6× the ceiling.
 const (
-	TargetVsSeed001 = 2.0
-	TargetVsCeiling = 0.6
+	TargetVsLitestream = 2.0
+	TargetVsCeiling    = 0.6
 )
 
 // ServeResult holds the three runs.
 type ServeResult struct {
-	Sluice, Ceiling, Seed001 *report.Report
+	Sluice, Ceiling, Litestream *report.Report
 }
 
 // Serve runs the benchmark and prints the figures and the ratios.
@@ -68,7 +68,7 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 	if res.Ceiling, err = runOn("ceiling"); err != nil {
 		return nil, err
 	}
-	if res.Seed001, err = runOn("seed001"); err != nil {
+	if res.Litestream, err = runOn("litestream"); err != nil {
 		return nil, err
 	}
 
@@ -76,16 +76,16 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 	say("%s, %d CPUs shared by the load generator and the server; replicas on a local MinIO\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
 	say("| %-50s | %9s | %9s | %9s | %8s | %15s |", "target", "req/s", "p50", "p99", "failures", "generator cores")
 	say("|%s|%s:|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9), dashes(16))
-	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Seed001} {
+	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Litestream} {
 		say("| %-50s | %9.0f | %9s | %9s | %8d | %15.2f |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK, r.GeneratorCores)
 	}
-	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Seed001.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
+	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Litestream.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
 	say("")
-	say("sluice / Litestream stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsSeed001, met(vsSeed >= TargetVsSeed001))
+	say("sluice / Litestream stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsLitestream, met(vsSeed >= TargetVsLitestream))
 	say("sluice / ceiling         = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
 	say("(the load generator shares the CPUs with each server; its own use is in the last column)")
 	if o.JSON != "" {
-		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Seed001}); err != nil {
+		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Litestream}); err != nil {
 			return &res, err
 		}
 	}
