@@ -32,12 +32,12 @@ type LeaseConfig struct {
 	Enabled        bool     `yaml:"enabled"`
 	TTL            Duration `yaml:"ttl"`             // default 10s
 	Advertise      string   `yaml:"advertise"`       // URL other instances forward to; default http://<listen address>
-	ForwardTimeout Duration `yaml:"forward_timeout"` // default 10s
+	ForwardTimeout Duration `yaml:"forward-timeout"` // default 10s
 	// Follow runs a read-only replica: it never takes a lease, serves reads
 	// from followers and forwards everything else to the lease holder.
 	Follow       bool     `yaml:"follow"`
-	PollInterval Duration `yaml:"poll_interval"` // follower poll, default 200ms
-	BookmarkWait Duration `yaml:"bookmark_wait"` // a read's wait for its bookmark, default 5s
+	PollInterval Duration `yaml:"poll-interval"` // follower poll, default 200ms
+	BookmarkWait Duration `yaml:"bookmark-wait"` // a read's wait for its bookmark, default 5s
 }
 
 // forwardedHeader marks a forwarded request: it is never forwarded again

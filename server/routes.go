@@ -100,7 +100,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	limit := s.cfg.Limits.MaxBodyBytes
+	limit := int64(s.cfg.Limits.MaxBodyBytes)
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
