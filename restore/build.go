@@ -126,7 +126,7 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if errs[i] = b.fetch(ctx, i); errs[i] != nil {
+			if errs[i] = blameFile(ctx, b.files[i], b.fetch(ctx, i)); errs[i] != nil {
 				cancel()
 			}
 		}()
@@ -157,13 +157,13 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	n := len(b.files)
 	hdr, err := replica.ReadHeader(ctx, b.store, b.files[n-1])
 	if err != nil {
-		return err
+		return blameFile(ctx, b.files[n-1], err)
 	}
 	b.pageSize, b.commit = hdr.PageSize, hdr.Commit
 	b.owner = make([]int32, int(hdr.Commit)+1)
 	b.written = newBitmap(hdr.Commit)
 	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
-		return fmt.Errorf("size temp file %s: %w", b.f.Name(), err)
+		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
 	errs := make([]error, n)
 	sem := make(chan struct{}, parallelism)
@@ -178,11 +178,11 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[k] = readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
+			errs[k] = blameFile(ctx, b.files[k], readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
 				if pgno <= b.commit {
 					atomicMax(&b.owner[pgno], int32(k))
 				}
-			})
+			}))
 		}()
 	}
 	wg.Wait()
@@ -402,7 +402,7 @@ func (w *runWriter) write(g int) {
 				}
 			}
 			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
-				w.errs[g] = fmt.Errorf("write %s: %w", w.f.Name(), err)
+				w.errs[g] = fmt.Errorf("write %s (the %w): %w", w.f.Name(), errLocal, err)
 			}
 		}
 		w.free <- r.b[:0]

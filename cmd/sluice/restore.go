@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ type restoreFlags struct {
 	timestamp       string
 	ifReplicaExists bool
 	ifDBNotExists   bool
-	integrityCheck  bool
+	integrityCheck  integrityMode
 	parallelism     int
 	configPath      string
 	quiet           bool
@@ -42,7 +43,7 @@ func runRestore(ctx context.Context, args []string) error {
 	fs.StringVar(&f.timestamp, "timestamp", "", "restore the state as of this time (RFC 3339)")
 	fs.BoolVar(&f.ifReplicaExists, "if-replica-exists", false, "exit 0 without doing anything if the replica is empty")
 	fs.BoolVar(&f.ifDBNotExists, "if-db-not-exists", false, "exit 0 without doing anything if the output already exists")
-	fs.BoolVar(&f.integrityCheck, "integrity-check", false, "run PRAGMA integrity_check before putting the database in place")
+	fs.Var(&f.integrityCheck, "integrity-check", "`MODE`: none, quick (PRAGMA quick_check) or full (PRAGMA integrity_check), run before the database is put in place;\nif it reports anything but ok the restore fails and no file is placed. Given alone: full")
 	fs.IntVar(&f.parallelism, "parallelism", 8, "downloads in flight")
 	fs.StringVar(&f.configPath, "config", "", "sidecar config: restore the database at this path from its configured replica")
 	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
@@ -51,7 +52,7 @@ func runRestore(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind.\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinIntegrityMode(args)); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -73,9 +74,12 @@ func runRestore(ctx context.Context, args []string) error {
 		return fmt.Errorf("-o OUT is required")
 	}
 
-	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck}
+	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck == "full", QuickCheck: f.integrityCheck == "quick"}
 	if f.verbose {
 		opts.Logger = newLogger(true)
+	} else {
+		// Warnings only: a damaged file left out is said in one line; the summary below says the rest.
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if f.txid != "" && f.timestamp != "" {
 		return fmt.Errorf("-txid and -timestamp are exclusive")
@@ -128,6 +132,49 @@ func runRestore(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "restored %s to TXID %s (%d pages of %d bytes) from %d files, %s downloaded in %s\n",
 		out, res.Pos.TXID, res.Pages, res.PageSize, len(res.Files), formatBytes(res.Bytes), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// integrityMode is -integrity-check's value. It is a boolean flag so that a
+// bare -integrity-check (a full check) is accepted; joinIntegrityMode makes
+// Litestream's spaced form "-integrity-check quick" parse too.
+type integrityMode string
+
+func (m *integrityMode) String() string   { return string(*m) }
+func (m *integrityMode) IsBoolFlag() bool { return true }
+func (m *integrityMode) Set(s string) error {
+	switch s {
+	case "none", "false":
+		*m = ""
+	case "quick":
+		*m = "quick"
+	case "full", "true":
+		*m = "full"
+	default:
+		return fmt.Errorf("want none, quick or full")
+	}
+	return nil
+}
+
+// joinIntegrityMode rewrites "-integrity-check MODE" as
+// "-integrity-check=MODE" when MODE is one of the modes.
+func joinIntegrityMode(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "-integrity-check" || a == "--integrity-check") && i+1 < len(args) {
+			switch args[i+1] {
+			case "none", "quick", "full":
+				out = append(out, a+"="+args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // parseTXID accepts decimal ("42") or the 16-hex-digit form used in file names.
