@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -208,7 +209,7 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 	defer rc.Close()
 	ra := newReadAhead(&countingReader{r: rc, p: b.prog})
 	defer ra.Close()
-	dec := ltx.NewDecoder(bufio.NewReaderSize(ra, 64<<10))
+	br := bufio.NewReaderSize(ra, 64<<10)
 	corrupt := func(what string, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -216,10 +217,18 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s is corrupt or truncated (%s: %v): restore to a TXID before %s, or from another replica",
 			file.Key, b.store, what, err, file.MinTXID)
 	}
-	if err := dec.DecodeHeader(); err != nil {
+	var src pageSource
+	bd, err := newBlockDecoder(br)
+	switch {
+	case errors.Is(err, errLegacyFormat):
+		src, err = newLegacyDecoder(io.MultiReader(bytes.NewReader(bd.raw), br))
+	case err == nil:
+		src = bd
+	}
+	if err != nil {
 		return corrupt("header", err)
 	}
-	hdr := dec.Header()
+	hdr := src.header()
 	if hdr.MinTXID != file.MinTXID || hdr.MaxTXID != file.MaxTXID {
 		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
 			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
@@ -236,22 +245,19 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
 			file.Key, b.store, hdr.PageSize, b.pageSize)
 	}
-	// The base's share of the database checksum comes from its trailer
-	// (below) when it carries one; every other page is checksummed as written.
-	w := newRunWriter(b.f, b.pageSize, k != 0 || hdr.NoChecksum())
-	defer w.close() // on early returns; a second close is a no-op
-	var skipped ltx.Checksum
+	w := newRunWriter(b.f, b.pageSize)
+	defer w.close()      // on early returns; a second close is a no-op
+	var sum ltx.Checksum // XOR of the checksums of the pages written
 	lock := ltx.LockPgno(b.pageSize)
 	page := make([]byte, b.pageSize)
-	var ph ltx.PageHeader
 	var prev uint32
 	for {
-		if err := dec.DecodePage(&ph, page); err == io.EOF {
+		pgno, pageSum, err := src.next(page)
+		if err == io.EOF {
 			break
 		} else if err != nil {
 			return corrupt(fmt.Sprintf("page after %d", prev), err)
 		}
-		pgno := ph.Pgno
 		if k == 0 { // a snapshot: pages 1..Commit in order, the lock page skipped
 			want := prev + 1
 			if want == lock {
@@ -264,16 +270,13 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		}
 		prev = pgno
 		if pgno > b.commit || b.owner[pgno] != int32(k) {
-			if k == 0 && pgno != lock {
-				skipped ^= pageChecksum(pgno, page)
-			}
 			continue
 		}
+		sum ^= pageSum
 		w.add(pgno, page)
 		b.written.setAtomic(pgno)
 	}
-	sum, err := w.close()
-	if err != nil {
+	if err := w.close(); err != nil {
 		return err
 	}
 	if k == 0 {
@@ -282,15 +285,9 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 				file.Key, b.store, prev, hdr.Commit)
 		}
 	}
-	if err := dec.Close(); err != nil {
+	trailer, err := src.finish()
+	if err != nil {
 		return corrupt("checksum", err)
-	}
-	trailer := dec.Trailer()
-	if k == 0 && !hdr.NoChecksum() {
-		// The decoder verified the snapshot's database checksum over all its
-		// pages; the base's share is that minus the pages it did not write,
-		// which saves checksumming the bulk of the database twice.
-		sum = trailer.PostApplyChecksum ^ skipped
 	}
 	b.hdrs[k], b.trailers[k], b.sums[k] = hdr, trailer, sum&^ltx.ChecksumFlag
 	return nil
@@ -347,20 +344,17 @@ func (b *builder) checkPages() error {
 }
 
 // runWriter gathers consecutive pages into runs and hands each run to
-// writers on other goroutines, which checksum its pages and write it with one
-// positional write: decoding a file and writing it proceed on separate cores,
-// and files are written side by side without a shared offset. A few buffers
-// per file bound its memory.
+// writers on other goroutines, which write it with one positional write:
+// decoding a file and writing it proceed side by side, and files are written
+// without a shared offset. A few buffers per file bound its memory.
 type runWriter struct {
 	f        *os.File
 	pageSize int64
-	sum      bool // checksum the written pages
 	cur      []byte
 	off      int64 // file offset of cur[0]
 	runs     chan run
 	free     chan []byte
 	wg       sync.WaitGroup
-	sums     []ltx.Checksum // per writer goroutine
 	errs     []error
 	closed   bool
 }
@@ -376,10 +370,10 @@ const (
 	runWriterWorkers = 2
 )
 
-func newRunWriter(f *os.File, pageSize uint32, sum bool) *runWriter {
+func newRunWriter(f *os.File, pageSize uint32) *runWriter {
 	size := max(runWriterSize, int(pageSize))
-	w := &runWriter{f: f, pageSize: int64(pageSize), sum: sum, runs: make(chan run), free: make(chan []byte, runWriterBuffers),
-		sums: make([]ltx.Checksum, runWriterWorkers), errs: make([]error, runWriterWorkers)}
+	w := &runWriter{f: f, pageSize: int64(pageSize), runs: make(chan run), free: make(chan []byte, runWriterBuffers),
+		errs: make([]error, runWriterWorkers)}
 	for range runWriterBuffers {
 		w.free <- make([]byte, 0, size)
 	}
@@ -395,12 +389,6 @@ func (w *runWriter) write(g int) {
 	defer w.wg.Done()
 	for r := range w.runs {
 		if w.errs[g] == nil {
-			if w.sum {
-				pgno := uint32(r.off/w.pageSize) + 1
-				for o := int64(0); o < int64(len(r.b)); o, pgno = o+w.pageSize, pgno+1 {
-					w.sums[g] ^= pageChecksum(pgno, r.b[o:o+w.pageSize])
-				}
-			}
 			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
 				w.errs[g] = fmt.Errorf("write %s (the %w): %w", w.f.Name(), errLocal, err)
 			}
@@ -428,21 +416,16 @@ func (w *runWriter) flush() {
 	w.cur = <-w.free
 }
 
-// close writes what remains, waits for the writers and returns the XOR of
-// the written pages' checksums.
-func (w *runWriter) close() (ltx.Checksum, error) {
+// close writes what remains and waits for the writers.
+func (w *runWriter) close() error {
 	if w.closed {
-		return 0, nil
+		return nil
 	}
 	w.closed = true
 	w.flush()
 	close(w.runs)
 	w.wg.Wait()
-	var sum ltx.Checksum
-	for _, s := range w.sums {
-		sum ^= s
-	}
-	return sum, errors.Join(w.errs...)
+	return errors.Join(w.errs...)
 }
 
 // bitmap is one bit per page number.

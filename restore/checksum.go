@@ -16,3 +16,5 @@ func pageChecksum(pgno uint32, page []byte) ltx.Checksum {
 	binary.BigEndian.PutUint32(n[:], pgno)
 	return ltx.ChecksumFlag | ltx.Checksum(crc64.Update(crc64.Update(0, crcTable, n[:]), crcTable, page))
 }
+
+func ltxSum(crc uint64) ltx.Checksum { return ltx.ChecksumFlag | ltx.Checksum(crc) }
