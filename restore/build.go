@@ -375,7 +375,7 @@ func newRunWriter(f *os.File, pageSize uint32) *runWriter {
 	w := &runWriter{f: f, pageSize: int64(pageSize), runs: make(chan run), free: make(chan []byte, runWriterBuffers),
 		errs: make([]error, runWriterWorkers)}
 	for range runWriterBuffers {
-		w.free <- make([]byte, 0, size)
+		w.free <- getBuf(&runBufPool, size)[:0]
 	}
 	w.cur = <-w.free
 	for g := range runWriterWorkers {
@@ -425,6 +425,12 @@ func (w *runWriter) close() error {
 	w.flush()
 	close(w.runs)
 	w.wg.Wait()
+	// Every buffer is back: the current one and the rest in free.
+	putBuf(&runBufPool, w.cur[:cap(w.cur)])
+	for range runWriterBuffers - 1 {
+		b := <-w.free
+		putBuf(&runBufPool, b[:cap(b)])
+	}
 	return errors.Join(w.errs...)
 }
 
