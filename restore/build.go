@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/superfly/ltx"
 
@@ -34,6 +36,7 @@ type builder struct {
 	files []replica.LTXFile
 	f     *os.File
 	prog  *progress
+	log   *slog.Logger
 
 	ready    chan struct{} // closed once owner, commit and pageSize are known
 	readyErr error
@@ -41,6 +44,11 @@ type builder struct {
 	commit   uint32  // the restored database's size in pages (the newest file's Commit)
 	owner    []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
 	written  bitmap  // pages written, set atomically by the workers
+
+	// whole[k]: file k's bytes, when reading its page index read it all
+	// (small files, within wholeFileBudget): it is decoded from memory.
+	whole       [][]byte
+	cachedBytes atomic.Int64
 
 	hdrs     []ltx.Header
 	trailers []ltx.Trailer
@@ -53,11 +61,12 @@ type builder struct {
 func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f *os.File, opts Options) (built, error) {
 	n := len(files)
 	b := &builder{store: store, files: files, f: f, ready: make(chan struct{}),
-		hdrs: make([]ltx.Header, n), trailers: make([]ltx.Trailer, n), sums: make([]ltx.Checksum, n)}
+		whole: make([][]byte, n), hdrs: make([]ltx.Header, n), trailers: make([]ltx.Trailer, n), sums: make([]ltx.Checksum, n)}
 	b.prog = &progress{fn: opts.Progress}
 	for _, x := range files {
 		b.prog.total += x.Size
 	}
+	b.log = opts.logger()
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
 	}
@@ -102,7 +111,9 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		start := time.Now()
 		errs[n] = b.prepare(ctx, parallelism)
+		b.log.Debug("restore page owners known", "indexes", n-1, "took", time.Since(start))
 		b.readyErr = errs[n]
 		close(b.ready)
 		if errs[n] != nil {
@@ -127,8 +138,12 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			start := time.Now()
 			if errs[i] = blameFile(ctx, b.files[i], b.fetch(ctx, i)); errs[i] != nil {
 				cancel()
+			}
+			if i == 0 {
+				b.log.Debug("restore base written", "file", b.files[0].Key, "bytes", b.files[0].Size, "took", time.Since(start))
 			}
 		}()
 	}
@@ -151,6 +166,11 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 
 var errNotReady = errors.New("page owners unknown")
 
+const (
+	indexParallelism = 4        // index reads in flight per download in flight
+	wholeFileBudget  = 16 << 20 // bytes of small files kept from their index reads
+)
+
 // prepare reads the newest file's header (the database's size and page size)
 // and the page index of every file after the base, and records for each page
 // the newest file that holds it.
@@ -167,7 +187,8 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
 	errs := make([]error, n)
-	sem := make(chan struct{}, parallelism)
+	// Index reads are small range reads: more run at once than downloads.
+	sem := make(chan struct{}, min(indexParallelism*parallelism, 64))
 	var wg sync.WaitGroup
 	for k := 1; k < n; k++ {
 		select {
@@ -179,11 +200,15 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[k] = blameFile(ctx, b.files[k], readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
+			whole, err := readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
 				if pgno <= b.commit {
 					atomicMax(&b.owner[pgno], int32(k))
 				}
-			}))
+			})
+			if whole != nil && b.cachedBytes.Add(int64(len(whole))) <= wholeFileBudget {
+				b.whole[k] = whole
+			}
+			errs[k] = blameFile(ctx, b.files[k], err)
 		}()
 	}
 	wg.Wait()
@@ -199,12 +224,36 @@ func atomicMax(p *int32, v int32) {
 	}
 }
 
+// waitReady waits until the page owners are known.
+func (b *builder) waitReady(ctx context.Context) error {
+	select {
+	case <-b.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.readyErr != nil {
+		return errNotReady
+	}
+	return nil
+}
+
 // fetch streams file k, writes the pages it owns and verifies its checksum.
 func (b *builder) fetch(ctx context.Context, k int) error {
 	file := b.files[k]
-	rc, err := b.store.Get(ctx, file.Key)
-	if err != nil {
-		return fmt.Errorf("download %s from %s: %w", file.Key, b.store, err)
+	if k != 0 && file.Size <= indexTail {
+		// Read whole with its page index, unless the budget was spent.
+		if err := b.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	var rc io.ReadCloser
+	if whole := b.whole[k]; whole != nil {
+		rc = io.NopCloser(bytes.NewReader(whole))
+	} else {
+		var err error
+		if rc, err = b.store.Get(ctx, file.Key); err != nil {
+			return fmt.Errorf("download %s from %s: %w", file.Key, b.store, err)
+		}
 	}
 	defer rc.Close()
 	ra := newReadAhead(&countingReader{r: rc, p: b.prog})
@@ -233,13 +282,8 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
 			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
 	}
-	select {
-	case <-b.ready:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if b.readyErr != nil {
-		return errNotReady
+	if err := b.waitReady(ctx); err != nil {
+		return err
 	}
 	if hdr.PageSize != b.pageSize {
 		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
