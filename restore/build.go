@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,12 @@ type built struct {
 
 // builder writes the planned files' pages straight to their offsets in the
 // output file. Which file supplies each page (the newest one holding it) is
-// decided from the page indexes before any body is read, so every file can be
-// streamed in parallel and no page is ever held in memory beyond a small
-// write buffer: memory does not grow with the database.
+// decided from the page indexes, so every file can be streamed in parallel and
+// no page is ever held in memory beyond a small write buffer: memory does not
+// grow with the database. The base (the snapshot, usually the bulk of the
+// bytes) does not wait for the indexes: it writes every page as soon as the
+// database's size is known, and a later file writes a page it owns only once
+// the base has written that offset, so the newer version lands last.
 type builder struct {
 	store replica.Store
 	files []replica.LTXFile
@@ -38,12 +42,21 @@ type builder struct {
 	prog  *progress
 	log   *slog.Logger
 
-	ready    chan struct{} // closed once owner, commit and pageSize are known
-	readyErr error
-	pageSize uint32
-	commit   uint32  // the restored database's size in pages (the newest file's Commit)
-	owner    []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
-	written  bitmap  // pages written, set atomically by the workers
+	sized     chan struct{} // closed once commit and pageSize are known and the file sized (or prepare failed)
+	sizedOnce sync.Once
+	ready     chan struct{} // closed once owner is known too
+	readyErr  error
+	pageSize  uint32
+	commit    uint32  // the restored database's size in pages (the newest file's Commit)
+	owner     []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
+	written   bitmap  // pages written by files after the base, set atomically
+
+	// The base's progress: every page up to baseMark is on disk.
+	baseMark atomic.Uint32
+	baseMu   sync.Mutex
+	baseCond *sync.Cond
+	baseSums []ltx.Checksum // baseSums[pgno]: the checksum of the base's version
+	baseLast uint32         // the last page the base wrote
 
 	// whole[k]: file k's bytes, when reading its page index read it all
 	// (small files, within wholeFileBudget): it is decoded from memory.
@@ -60,13 +73,14 @@ type builder struct {
 // fsynced.
 func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f *os.File, opts Options) (built, error) {
 	n := len(files)
-	b := &builder{store: store, files: files, f: f, ready: make(chan struct{}),
+	b := &builder{store: store, files: files, f: f, sized: make(chan struct{}), ready: make(chan struct{}),
 		whole: make([][]byte, n), hdrs: make([]ltx.Header, n), trailers: make([]ltx.Trailer, n), sums: make([]ltx.Checksum, n)}
 	b.prog = &progress{fn: opts.Progress}
 	for _, x := range files {
 		b.prog.total += x.Size
 	}
 	b.log = opts.logger()
+	b.baseCond = sync.NewCond(&b.baseMu)
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
 	}
@@ -76,6 +90,14 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	if err := b.checkPages(); err != nil {
 		return built{}, err
 	}
+	// The base's share of the database checksum: the pages no later file replaced.
+	lock := ltx.LockPgno(b.pageSize)
+	for pgno := uint32(1); pgno <= b.baseLast; pgno++ {
+		if b.owner[pgno] == 0 && pgno != lock {
+			b.sums[0] ^= b.baseSums[pgno]
+		}
+	}
+	b.sums[0] &^= ltx.ChecksumFlag
 	sum := ltx.ChecksumFlag
 	for _, s := range b.sums {
 		sum ^= s
@@ -115,6 +137,7 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 		errs[n] = b.prepare(ctx, parallelism)
 		b.log.Debug("restore page owners known", "indexes", n-1, "took", time.Since(start))
 		b.readyErr = errs[n]
+		b.sizedOnce.Do(func() { close(b.sized) })
 		close(b.ready)
 		if errs[n] != nil {
 			cancel()
@@ -183,9 +206,11 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	b.pageSize, b.commit = hdr.PageSize, hdr.Commit
 	b.owner = make([]int32, int(hdr.Commit)+1)
 	b.written = newBitmap(hdr.Commit)
+	b.baseSums = make([]ltx.Checksum, int(hdr.Commit)+1)
 	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
 		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
+	b.sizedOnce.Do(func() { close(b.sized) })
 	errs := make([]error, n)
 	// Index reads are small range reads: more run at once than downloads.
 	sem := make(chan struct{}, min(indexParallelism*parallelism, 64))
@@ -237,6 +262,43 @@ func (b *builder) waitReady(ctx context.Context) error {
 	return nil
 }
 
+// waitSized waits until the database's size is known and the file sized.
+func (b *builder) waitSized(ctx context.Context) error {
+	select {
+	case <-b.sized:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.owner == nil {
+		return errNotReady
+	}
+	return nil
+}
+
+// waitBase waits until the base has written page pgno (or ended).
+func (b *builder) waitBase(ctx context.Context, pgno uint32) error {
+	if b.baseMark.Load() >= pgno {
+		return nil
+	}
+	b.baseMu.Lock()
+	defer b.baseMu.Unlock()
+	for b.baseMark.Load() < pgno {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.baseCond.Wait()
+	}
+	return nil
+}
+
+// advanceBase records that the base has written every page up to pgno.
+func (b *builder) advanceBase(pgno uint32) {
+	b.baseMu.Lock()
+	b.baseMark.Store(max(b.baseMark.Load(), pgno))
+	b.baseMu.Unlock()
+	b.baseCond.Broadcast()
+}
+
 // fetch streams file k, writes the pages it owns and verifies its checksum.
 func (b *builder) fetch(ctx context.Context, k int) error {
 	file := b.files[k]
@@ -282,14 +344,25 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
 			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
 	}
-	if err := b.waitReady(ctx); err != nil {
+	if k == 0 {
+		// However it ends, later files must not wait for the base forever.
+		defer b.advanceBase(math.MaxUint32)
+		if err := b.waitSized(ctx); err != nil {
+			return err
+		}
+	} else if err := b.waitReady(ctx); err != nil {
 		return err
 	}
 	if hdr.PageSize != b.pageSize {
 		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
 			file.Key, b.store, hdr.PageSize, b.pageSize)
 	}
-	w := newRunWriter(b.f, b.pageSize)
+	var w *runWriter
+	if k == 0 {
+		w = newRunWriter(b.f, b.pageSize, 1, func(end int64) { b.advanceBase(uint32(end / int64(b.pageSize))) })
+	} else {
+		w = newRunWriter(b.f, b.pageSize, runWriterWorkers, nil)
+	}
 	defer w.close()      // on early returns; a second close is a no-op
 	var sum ltx.Checksum // XOR of the checksums of the pages written
 	lock := ltx.LockPgno(b.pageSize)
@@ -313,8 +386,20 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 			}
 		}
 		prev = pgno
-		if pgno > b.commit || b.owner[pgno] != int32(k) {
+		if pgno > b.commit {
 			continue
+		}
+		if k == 0 {
+			b.baseSums[pgno] = pageSum
+			b.baseLast = pgno
+			w.add(pgno, page)
+			continue
+		}
+		if b.owner[pgno] != int32(k) {
+			continue
+		}
+		if err := b.waitBase(ctx, pgno); err != nil {
+			return err
 		}
 		sum ^= pageSum
 		w.add(pgno, page)
@@ -378,7 +463,8 @@ func (b *builder) checkPages() error {
 		if pgno == lock {
 			continue
 		}
-		if !b.written.get(pgno) || pgno > limits[b.owner[pgno]] {
+		owner := b.owner[pgno]
+		if (owner == 0 && pgno > b.baseLast) || (owner != 0 && !b.written.get(pgno)) || pgno > limits[owner] {
 			return fmt.Errorf("restore from %s: no file in the chain %s..%s holds page %d of the database's %d pages; "+
 				"the replica's files are incomplete: restore from another replica",
 				b.store, b.files[0].Key, b.files[n-1].Key, pgno, b.commit)
@@ -396,6 +482,8 @@ type runWriter struct {
 	pageSize int64
 	cur      []byte
 	off      int64 // file offset of cur[0]
+	workers  int
+	written  func(end int64) // if set, called with each run's end offset once written (in order with one worker)
 	runs     chan run
 	free     chan []byte
 	wg       sync.WaitGroup
@@ -414,15 +502,15 @@ const (
 	runWriterWorkers = 2
 )
 
-func newRunWriter(f *os.File, pageSize uint32) *runWriter {
+func newRunWriter(f *os.File, pageSize uint32, workers int, written func(end int64)) *runWriter {
 	size := max(runWriterSize, int(pageSize))
-	w := &runWriter{f: f, pageSize: int64(pageSize), runs: make(chan run), free: make(chan []byte, runWriterBuffers),
-		errs: make([]error, runWriterWorkers)}
+	w := &runWriter{f: f, pageSize: int64(pageSize), workers: workers, written: written, runs: make(chan run),
+		free: make(chan []byte, runWriterBuffers), errs: make([]error, workers)}
 	for range runWriterBuffers {
 		w.free <- getBuf(&runBufPool, size)[:0]
 	}
 	w.cur = <-w.free
-	for g := range runWriterWorkers {
+	for g := range workers {
 		w.wg.Add(1)
 		go w.write(g)
 	}
@@ -435,6 +523,8 @@ func (w *runWriter) write(g int) {
 		if w.errs[g] == nil {
 			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
 				w.errs[g] = fmt.Errorf("write %s (the %w): %w", w.f.Name(), errLocal, err)
+			} else if w.written != nil {
+				w.written(r.off + int64(len(r.b)))
 			}
 		}
 		w.free <- r.b[:0]
