@@ -112,7 +112,7 @@ func runReplicate(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(sf.verbose)
-	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+	if err := preflight(ctx, targets, sf.fail, false, logger); err != nil {
 		return err
 	}
 	status := newSidecarStatus(targets, sf.fail)

@@ -55,7 +55,7 @@ func runRun(ctx context.Context, args []string) error {
 	}
 	logger := newLogger(sf.verbose)
 	// Nothing starts before the paths and replicas are known to work.
-	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+	if err := preflight(ctx, targets, sf.fail, true, logger); err != nil {
 		return err
 	}
 	status := newSidecarStatus(targets, sf.fail)
