@@ -29,3 +29,17 @@ func TestCRCAppendEqualsCRCOfConcatenation(t *testing.T) {
 		}
 	}
 }
+
+func TestCRCUpdateEqualsStandardLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 5000; n += 1 + n/8 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		init := rng.Uint64()
+		if got, want := crcUpdate(init, b), crc64.Update(init, crcTable, b); got != want {
+			t.Fatalf("len %d: crcUpdate %x, want %x", n, got, want)
+		}
+	}
+}

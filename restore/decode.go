@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
 	"io"
 
 	"github.com/pierrec/lz4/v4"
@@ -57,7 +56,7 @@ func newBlockDecoder(r *bufio.Reader) (*blockDecoder, error) {
 	if err := d.hdr.Validate(); err != nil {
 		return nil, err
 	}
-	d.fileCRC = crc64.Update(0, crcTable, b)
+	d.fileCRC = crcUpdate(0, b)
 	d.shift = shiftFor(int(d.hdr.PageSize))
 	peek, err := r.Peek(ltx.PageHeaderSize)
 	if err != nil {
@@ -80,7 +79,7 @@ func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
 	var ph ltx.PageHeader
 	_ = ph.UnmarshalBinary(d.frame[:])
 	if ph.IsZero() {
-		d.fileCRC = crc64.Update(d.fileCRC, crcTable, d.frame[:ltx.PageHeaderSize])
+		d.fileCRC = crcUpdate(d.fileCRC, d.frame[:ltx.PageHeaderSize])
 		return 0, 0, io.EOF
 	}
 	if err := ph.Validate(); err != nil {
@@ -92,7 +91,7 @@ func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
 	if _, err := io.ReadFull(d.r, d.frame[ltx.PageHeaderSize:]); err != nil {
 		return 0, 0, noEOF(err)
 	}
-	d.fileCRC = crc64.Update(d.fileCRC, crcTable, d.frame[:])
+	d.fileCRC = crcUpdate(d.fileCRC, d.frame[:])
 	n := binary.BigEndian.Uint32(d.frame[ltx.PageHeaderSize:])
 	if n > uint32(lz4.CompressBlockBound(len(page))) {
 		return 0, 0, fmt.Errorf("page %d: compressed size %d exceeds the bound for a %d-byte page", ph.Pgno, n, len(page))
@@ -109,11 +108,11 @@ func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
 	} else if got != len(page) {
 		return 0, 0, fmt.Errorf("page %d: decompressed to %d bytes, want %d", ph.Pgno, got, len(page))
 	}
-	crcPage := crc64.Update(0, crcTable, page)
+	crcPage := crcUpdate(0, page)
 	d.fileCRC = crcAppend(d.fileCRC, crcPage, d.shift)
 	var pg [4]byte
 	binary.BigEndian.PutUint32(pg[:], ph.Pgno)
-	sum := ltxSum(crcAppend(crc64.Update(0, crcTable, pg[:]), crcPage, d.shift))
+	sum := ltxSum(crcAppend(crcUpdate(0, pg[:]), crcPage, d.shift))
 	if ph.Pgno != ltx.LockPgno(d.hdr.PageSize) {
 		d.snapshot ^= sum
 	}
@@ -129,7 +128,7 @@ func (d *blockDecoder) finish() (ltx.Trailer, error) {
 	if len(rest) < 8+ltx.TrailerSize {
 		return t, fmt.Errorf("%d bytes after the pages: %w", len(rest), io.ErrUnexpectedEOF)
 	}
-	d.fileCRC = crc64.Update(d.fileCRC, crcTable, rest[:len(rest)-ltx.ChecksumSize])
+	d.fileCRC = crcUpdate(d.fileCRC, rest[:len(rest)-ltx.ChecksumSize])
 	idx := bytes.NewReader(rest[:len(rest)-ltx.TrailerSize])
 	if _, err := ltx.DecodePageIndex(idx, 0, d.hdr.MinTXID, d.hdr.MaxTXID); err != nil {
 		return t, fmt.Errorf("page index: %w", err)
