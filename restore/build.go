@@ -366,10 +366,29 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 	defer w.close()      // on early returns; a second close is a no-op
 	var sum ltx.Checksum // XOR of the checksums of the pages written
 	lock := ltx.LockPgno(b.pageSize)
-	page := make([]byte, b.pageSize)
+	scratch := make([]byte, b.pageSize)
+	// A page to write is decoded straight into the write buffer, the others
+	// into scratch (the file's checksum covers them too).
+	var write bool
+	dst := func(pgno uint32) ([]byte, error) {
+		write = false
+		switch {
+		case pgno > b.commit:
+			return scratch, nil
+		case k == 0:
+		case b.owner[pgno] != int32(k):
+			return scratch, nil
+		default:
+			if err := b.waitBase(ctx, pgno); err != nil {
+				return nil, err
+			}
+		}
+		write = true
+		return w.slot(pgno), nil
+	}
 	var prev uint32
 	for {
-		pgno, pageSum, err := src.next(page)
+		pgno, pageSum, err := src.next(dst)
 		if err == io.EOF {
 			break
 		} else if err != nil {
@@ -386,23 +405,15 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 			}
 		}
 		prev = pgno
-		if pgno > b.commit {
+		if !write {
 			continue
 		}
 		if k == 0 {
 			b.baseSums[pgno] = pageSum
 			b.baseLast = pgno
-			w.add(pgno, page)
 			continue
-		}
-		if b.owner[pgno] != int32(k) {
-			continue
-		}
-		if err := b.waitBase(ctx, pgno); err != nil {
-			return err
 		}
 		sum ^= pageSum
-		w.add(pgno, page)
 		b.written.setAtomic(pgno)
 	}
 	if err := w.close(); err != nil {
@@ -531,15 +542,19 @@ func (w *runWriter) write(g int) {
 	}
 }
 
-func (w *runWriter) add(pgno uint32, page []byte) {
+// slot returns the place in the write buffer for page pgno, to be filled
+// before the next call.
+func (w *runWriter) slot(pgno uint32) []byte {
 	off := int64(pgno-1) * w.pageSize
-	if len(w.cur) > 0 && (off != w.off+int64(len(w.cur)) || len(w.cur)+len(page) > cap(w.cur)) {
+	if len(w.cur) > 0 && (off != w.off+int64(len(w.cur)) || int64(len(w.cur))+w.pageSize > int64(cap(w.cur))) {
 		w.flush()
 	}
 	if len(w.cur) == 0 {
 		w.off = off
 	}
-	w.cur = append(w.cur, page...)
+	n := len(w.cur)
+	w.cur = w.cur[:n+int(w.pageSize)]
+	return w.cur[n:]
 }
 
 func (w *runWriter) flush() {

@@ -16,8 +16,10 @@ import (
 // verifies the file's checksums at the end.
 type pageSource interface {
 	header() ltx.Header
-	// next fills page and returns its number and checksum; io.EOF after the last page.
-	next(page []byte) (uint32, ltx.Checksum, error)
+	// next decodes the next page into the buffer dst returns for its page
+	// number, and returns that number and the page's checksum; io.EOF after
+	// the last page.
+	next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.Checksum, error)
 	// finish reads the page index and trailer and verifies the file checksum
 	// and, for a snapshot carrying checksums, its database checksum.
 	finish() (ltx.Trailer, error)
@@ -72,7 +74,7 @@ func newBlockDecoder(r *bufio.Reader) (*blockDecoder, error) {
 
 func (d *blockDecoder) header() ltx.Header { return d.hdr }
 
-func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
+func (d *blockDecoder) next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.Checksum, error) {
 	if _, err := io.ReadFull(d.r, d.frame[:ltx.PageHeaderSize]); err != nil {
 		return 0, 0, noEOF(err)
 	}
@@ -93,8 +95,8 @@ func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
 	}
 	d.fileCRC = crcUpdate(d.fileCRC, d.frame[:])
 	n := binary.BigEndian.Uint32(d.frame[ltx.PageHeaderSize:])
-	if n > uint32(lz4.CompressBlockBound(len(page))) {
-		return 0, 0, fmt.Errorf("page %d: compressed size %d exceeds the bound for a %d-byte page", ph.Pgno, n, len(page))
+	if n > uint32(lz4.CompressBlockBound(int(d.hdr.PageSize))) {
+		return 0, 0, fmt.Errorf("page %d: compressed size %d exceeds the bound for a %d-byte page", ph.Pgno, n, d.hdr.PageSize)
 	}
 	if cap(d.block) < int(n) {
 		d.block = make([]byte, n)
@@ -102,6 +104,10 @@ func (d *blockDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
 	block := d.block[:n]
 	if _, err := io.ReadFull(d.r, block); err != nil {
 		return 0, 0, noEOF(err)
+	}
+	page, err := dst(ph.Pgno)
+	if err != nil {
+		return 0, 0, err
 	}
 	if got, err := lz4.UncompressBlock(block, page); err != nil {
 		return 0, 0, fmt.Errorf("page %d: decompress: %w", ph.Pgno, err)
@@ -157,7 +163,10 @@ func noEOF(err error) error {
 
 // legacyDecoder reads files with LZ4-frame pages through ltx.Decoder,
 // checksumming each page separately.
-type legacyDecoder struct{ dec *ltx.Decoder }
+type legacyDecoder struct {
+	dec  *ltx.Decoder
+	page []byte
+}
 
 func newLegacyDecoder(r io.Reader) (*legacyDecoder, error) {
 	d := &legacyDecoder{dec: ltx.NewDecoder(r)}
@@ -166,11 +175,19 @@ func newLegacyDecoder(r io.Reader) (*legacyDecoder, error) {
 
 func (d *legacyDecoder) header() ltx.Header { return d.dec.Header() }
 
-func (d *legacyDecoder) next(page []byte) (uint32, ltx.Checksum, error) {
+func (d *legacyDecoder) next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.Checksum, error) {
+	if d.page == nil {
+		d.page = make([]byte, d.dec.Header().PageSize)
+	}
 	var ph ltx.PageHeader
-	if err := d.dec.DecodePage(&ph, page); err != nil {
+	if err := d.dec.DecodePage(&ph, d.page); err != nil {
 		return 0, 0, err
 	}
+	page, err := dst(ph.Pgno)
+	if err != nil {
+		return 0, 0, err
+	}
+	copy(page, d.page)
 	return ph.Pgno, pageChecksum(ph.Pgno, page), nil
 }
 
