@@ -310,6 +310,7 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 	}
 	var rc io.ReadCloser
 	if whole := b.whole[k]; whole != nil {
+		b.whole[k] = nil // decoded once, then left to the collector
 		rc = io.NopCloser(bytes.NewReader(whole))
 	} else {
 		var err error
