@@ -31,10 +31,11 @@ type built struct {
 // output file. Which file supplies each page (the newest one holding it) is
 // decided from the page indexes, so every file can be streamed in parallel and
 // no page is ever held in memory beyond a small write buffer: memory does not
-// grow with the database. The base (the snapshot, usually the bulk of the
-// bytes) does not wait for the indexes: it writes every page as soon as the
-// database's size is known, and a later file writes a page it owns only once
-// the base has written that offset, so the newer version lands last.
+// grow with the database. The lead file (the largest, usually the bulk of
+// the bytes) does not wait for the indexes: it writes every page it holds as
+// soon as the database's size is known, and a later file writes a page it
+// owns only once the lead has passed that offset, so the newer version lands
+// last. Files older than the lead own no page it holds.
 type builder struct {
 	store replica.Store
 	files []replica.LTXFile
@@ -49,14 +50,15 @@ type builder struct {
 	pageSize  uint32
 	commit    uint32  // the restored database's size in pages (the newest file's Commit)
 	owner     []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
-	written   bitmap  // pages written by files after the base, set atomically
+	written   bitmap  // pages written by their owners other than the lead, set atomically
 
-	// The base's progress: every page up to baseMark is on disk.
-	baseMark atomic.Uint32
-	baseMu   sync.Mutex
-	baseCond *sync.Cond
-	baseSums []ltx.Checksum // baseSums[pgno]: the checksum of the base's version
-	baseLast uint32         // the last page the base wrote
+	// The lead file and its progress: every page it holds up to leadMark is on disk.
+	lead      int
+	leadMark  atomic.Uint32
+	leadMu    sync.Mutex
+	leadCond  *sync.Cond
+	leadSums  []ltx.Checksum // leadSums[pgno]: the checksum of the lead's version
+	leadWrote bitmap         // pages the lead wrote
 
 	// whole[k]: file k's bytes, when reading its page index read it all
 	// (small files, within wholeFileBudget): it is decoded from memory.
@@ -80,7 +82,12 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 		b.prog.total += x.Size
 	}
 	b.log = opts.logger()
-	b.baseCond = sync.NewCond(&b.baseMu)
+	b.leadCond = sync.NewCond(&b.leadMu)
+	for k, f := range files {
+		if f.Size > files[b.lead].Size {
+			b.lead = k
+		}
+	}
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
 	}
@@ -90,14 +97,15 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	if err := b.checkPages(); err != nil {
 		return built{}, err
 	}
-	// The base's share of the database checksum: the pages no later file replaced.
+	// The lead's share of the database checksum: the pages no later file replaced.
+	lead := int32(b.lead)
 	lock := ltx.LockPgno(b.pageSize)
-	for pgno := uint32(1); pgno <= b.baseLast; pgno++ {
-		if b.owner[pgno] == 0 && pgno != lock {
-			b.sums[0] ^= b.baseSums[pgno]
+	for pgno := uint32(1); pgno <= b.commit; pgno++ {
+		if b.owner[pgno] == lead && pgno != lock && b.leadWrote.get(pgno) {
+			b.sums[lead] ^= b.leadSums[pgno]
 		}
 	}
-	b.sums[0] &^= ltx.ChecksumFlag
+	b.sums[lead] &^= ltx.ChecksumFlag
 	sum := ltx.ChecksumFlag
 	for _, s := range b.sums {
 		sum ^= s
@@ -143,10 +151,12 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 			cancel()
 		}
 	}()
-	// The base (usually the largest file) first, then newest to oldest.
-	order := []int{0}
-	for i := n - 1; i > 0; i-- {
-		order = append(order, i)
+	// The lead first (it holds a slot the others may wait on), then newest to oldest.
+	order := []int{b.lead}
+	for i := n - 1; i >= 0; i-- {
+		if i != b.lead {
+			order = append(order, i)
+		}
 	}
 	sem := make(chan struct{}, parallelism)
 	for _, i := range order {
@@ -165,8 +175,8 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 			if errs[i] = blameFile(ctx, b.files[i], b.fetch(ctx, i)); errs[i] != nil {
 				cancel()
 			}
-			if i == 0 {
-				b.log.Debug("restore base written", "file", b.files[0].Key, "bytes", b.files[0].Size, "took", time.Since(start))
+			if i == b.lead {
+				b.log.Debug("restore lead file written", "file", b.files[i].Key, "bytes", b.files[i].Size, "took", time.Since(start))
 			}
 		}()
 	}
@@ -206,7 +216,8 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	b.pageSize, b.commit = hdr.PageSize, hdr.Commit
 	b.owner = make([]int32, int(hdr.Commit)+1)
 	b.written = newBitmap(hdr.Commit)
-	b.baseSums = make([]ltx.Checksum, int(hdr.Commit)+1)
+	b.leadSums = make([]ltx.Checksum, int(hdr.Commit)+1)
+	b.leadWrote = newBitmap(hdr.Commit)
 	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
 		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
@@ -230,7 +241,8 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 					atomicMax(&b.owner[pgno], int32(k))
 				}
 			})
-			if whole != nil && b.cachedBytes.Add(int64(len(whole))) <= wholeFileBudget {
+			// Not the lead's: it is downloaded without waiting for the indexes.
+			if whole != nil && k != b.lead && b.cachedBytes.Add(int64(len(whole))) <= wholeFileBudget {
 				b.whole[k] = whole
 			}
 			errs[k] = blameFile(ctx, b.files[k], err)
@@ -275,34 +287,34 @@ func (b *builder) waitSized(ctx context.Context) error {
 	return nil
 }
 
-// waitBase waits until the base has written page pgno (or ended).
-func (b *builder) waitBase(ctx context.Context, pgno uint32) error {
-	if b.baseMark.Load() >= pgno {
+// waitLead waits until the lead has passed page pgno (or ended).
+func (b *builder) waitLead(ctx context.Context, pgno uint32) error {
+	if b.leadMark.Load() >= pgno {
 		return nil
 	}
-	b.baseMu.Lock()
-	defer b.baseMu.Unlock()
-	for b.baseMark.Load() < pgno {
+	b.leadMu.Lock()
+	defer b.leadMu.Unlock()
+	for b.leadMark.Load() < pgno {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b.baseCond.Wait()
+		b.leadCond.Wait()
 	}
 	return nil
 }
 
-// advanceBase records that the base has written every page up to pgno.
-func (b *builder) advanceBase(pgno uint32) {
-	b.baseMu.Lock()
-	b.baseMark.Store(max(b.baseMark.Load(), pgno))
-	b.baseMu.Unlock()
-	b.baseCond.Broadcast()
+// advanceLead records that the lead has written every page it holds up to pgno.
+func (b *builder) advanceLead(pgno uint32) {
+	b.leadMu.Lock()
+	b.leadMark.Store(max(b.leadMark.Load(), pgno))
+	b.leadMu.Unlock()
+	b.leadCond.Broadcast()
 }
 
 // fetch streams file k, writes the pages it owns and verifies its checksum.
 func (b *builder) fetch(ctx context.Context, k int) error {
 	file := b.files[k]
-	if k != 0 && file.Size <= indexTail {
+	if k != 0 && k != b.lead && file.Size <= indexTail {
 		// Read whole with its page index, unless the budget was spent.
 		if err := b.waitReady(ctx); err != nil {
 			return err
@@ -345,9 +357,9 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
 			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
 	}
-	if k == 0 {
-		// However it ends, later files must not wait for the base forever.
-		defer b.advanceBase(math.MaxUint32)
+	if k == b.lead {
+		// However it ends, later files must not wait for the lead forever.
+		defer b.advanceLead(math.MaxUint32)
 		if err := b.waitSized(ctx); err != nil {
 			return err
 		}
@@ -359,8 +371,9 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 			file.Key, b.store, hdr.PageSize, b.pageSize)
 	}
 	var w *runWriter
-	if k == 0 {
-		w = newRunWriter(b.f, b.pageSize, 1, func(end int64) { b.advanceBase(uint32(end / int64(b.pageSize))) })
+	if k == b.lead {
+		// One writer, so runs land in page order and the mark is exact.
+		w = newRunWriter(b.f, b.pageSize, 1, func(end int64) { b.advanceLead(uint32(end / int64(b.pageSize))) })
 	} else {
 		w = newRunWriter(b.f, b.pageSize, runWriterWorkers, nil)
 	}
@@ -376,11 +389,11 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		switch {
 		case pgno > b.commit:
 			return scratch, nil
-		case k == 0:
+		case k == b.lead:
 		case b.owner[pgno] != int32(k):
 			return scratch, nil
-		default:
-			if err := b.waitBase(ctx, pgno); err != nil {
+		case k > b.lead:
+			if err := b.waitLead(ctx, pgno); err != nil {
 				return nil, err
 			}
 		}
@@ -405,13 +418,17 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 					file.Key, b.store, pgno, want)
 			}
 		}
+		if k == b.lead && pgno <= prev {
+			// The lead's mark assumes ascending pages, as LTX requires.
+			return corrupt("page order", fmt.Errorf("page %d after page %d", pgno, prev))
+		}
 		prev = pgno
 		if !write {
 			continue
 		}
-		if k == 0 {
-			b.baseSums[pgno] = pageSum
-			b.baseLast = pgno
+		if k == b.lead {
+			b.leadSums[pgno] = pageSum
+			b.leadWrote.setAtomic(pgno)
 			continue
 		}
 		sum ^= pageSum
@@ -476,7 +493,11 @@ func (b *builder) checkPages() error {
 			continue
 		}
 		owner := b.owner[pgno]
-		if (owner == 0 && pgno > b.baseLast) || (owner != 0 && !b.written.get(pgno)) || pgno > limits[owner] {
+		wrote := b.written.get(pgno)
+		if owner == int32(b.lead) {
+			wrote = b.leadWrote.get(pgno)
+		}
+		if !wrote || pgno > limits[owner] {
 			return fmt.Errorf("restore from %s: no file in the chain %s..%s holds page %d of the database's %d pages; "+
 				"the replica's files are incomplete: restore from another replica",
 				b.store, b.files[0].Key, b.files[n-1].Key, pgno, b.commit)
