@@ -556,8 +556,11 @@ func (w *runWriter) write(g int) {
 		if w.errs[g] == nil {
 			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
 				w.errs[g] = fmt.Errorf("write %s (the %w): %w", w.f.Name(), errLocal, err)
-			} else if w.written != nil {
-				w.written(r.off + int64(len(r.b)))
+			} else {
+				startWriteback(w.f, r.off, int64(len(r.b)))
+				if w.written != nil {
+					w.written(r.off + int64(len(r.b)))
+				}
 			}
 		}
 		w.free <- r.b[:0]
