@@ -49,7 +49,7 @@ func runRestore(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&f.verbose, "v", false, "log the plan and the time each phase took")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind. Missing folders of the output are created and\nthe file gets the mode the umask gives (0644 under umask 022). A damaged or unreadable\ncompacted file is left out (one warning line) when lower levels cover its TXIDs.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(joinIntegrityMode(args)); err != nil {
