@@ -192,7 +192,7 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 			return superviseApp(ctx, &sf, plan, argv)
 		}
 		logger := plan.logger
-		if err := preflight(ctx, plan.targets, sf.fail, logger); err != nil {
+		if err := preflight(ctx, plan.targets, sf.fail, false, logger); err != nil {
 			return err
 		}
 		status := newSidecarStatus(plan.targets, sf.fail)

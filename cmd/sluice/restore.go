@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -25,7 +26,10 @@ func init() {
        sluice restore [flags] DB_PATH          (finds DB_PATH's replica in -config, $LITESTREAM_CONFIG or /etc/litestream.yml)
 
 Checksums are always verified; the output is written to a temp file, fsynced and renamed,
-so a failed restore leaves nothing behind. -txid and -timestamp pick a point in time.`,
+so a failed restore leaves nothing behind. -txid and -timestamp pick a point in time.
+Missing folders of the output are created and the file gets the mode the umask gives
+(0644 under umask 022). A damaged or unreadable compacted file is left out (one warning
+line) when lower levels cover its TXIDs.`,
 		setup: setupRestore,
 	})
 }
@@ -70,7 +74,7 @@ func setupRestore(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&f.timestamp, "timestamp", "", "restore the state as of this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
 	fs.BoolVar(&f.ifReplicaExists, "if-replica-exists", false, "exit 0 without doing anything if the replica is empty")
 	fs.BoolVar(&f.ifDBNotExists, "if-db-not-exists", false, "exit 0 without doing anything if the output already exists")
-	fs.Var(&f.integrityCheck, "integrity-check", "check the database before putting it in place: quick or full (the bare flag: full; quick runs the full check too)")
+	fs.Var(&f.integrityCheck, "integrity-check", "`MODE`: none, quick (PRAGMA quick_check) or full (PRAGMA integrity_check), run before the database is put in place;\nif it reports anything but ok the restore fails and no file is placed. Given alone: full")
 	fs.IntVar(&f.parallelism, "parallelism", 8, "downloads in flight")
 	fs.StringVar(&f.configPath, "config", "", "config file: restore DB_PATH from its configured replica")
 	fs.BoolVar(&f.noExpandEnv, "no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
@@ -124,9 +128,12 @@ func runRestore(ctx context.Context, f restoreFlags, args []string) error {
 		return err
 	}
 
-	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck != ""}
+	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck == "full", QuickCheck: f.integrityCheck == "quick"}
 	if f.verbose {
 		opts.Logger = newLogger(true)
+	} else {
+		// Warnings only: a damaged file left out is said in one line; the summary below says the rest.
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if f.txid != "" && f.timestamp != "" {
 		return usagef("restore", "-txid and -timestamp are exclusive")

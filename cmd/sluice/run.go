@@ -117,7 +117,7 @@ func restoreMissing(ctx context.Context, targets []dbTarget, lf leaseFlags, leas
 func superviseApp(ctx context.Context, sf *sidecarFlags, plan *sidecarPlan, cmdArgs []string) error {
 	targets, cc, logger := plan.targets, plan.compact, plan.logger
 	// Nothing starts before the paths and replicas are known to work.
-	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+	if err := preflight(ctx, targets, sf.fail, true, logger); err != nil {
 		return err
 	}
 	status := newSidecarStatus(targets, sf.fail)
