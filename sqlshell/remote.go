@@ -78,14 +78,23 @@ func ParseServedURL(raw, db string) (*url.URL, string, error) {
 }
 
 // OpenRemote returns the backend for database name on the server at base.
-// It checks the database exists (and the token may read it) before returning.
-func OpenRemote(ctx context.Context, base *url.URL, name, token string) (*Remote, error) {
+// It checks the database exists (and the token may read it) before
+// returning; with create, a database that does not exist is created.
+func OpenRemote(ctx context.Context, base *url.URL, name, token string, create bool) (*Remote, error) {
 	r := &Remote{base: base, name: name, token: token, client: &http.Client{Timeout: 5 * time.Minute}}
 	req, err := r.request(ctx, http.MethodGet, "/v1/databases/"+url.PathEscape(name), nil)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.do(req); err != nil {
+	_, err = r.do(req)
+	var apiErr *APIError
+	if create && errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound {
+		if req, err = r.request(ctx, http.MethodPut, "/v1/databases/"+url.PathEscape(name), nil); err != nil {
+			return nil, err
+		}
+		_, err = r.do(req)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Describe(), err)
 	}
 	return r, nil

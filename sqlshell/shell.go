@@ -130,7 +130,7 @@ func (s *Shell) exec(ctx context.Context, st string) error {
 // remember keeps an entry in the session's history and appends it to the
 // history file (best effort: a read-only home must not break the shell).
 func (s *Shell) remember(entry string) {
-	if entry == "" {
+	if entry == "" || s.depth > 0 { // what .read runs is not typed
 		return
 	}
 	s.history = append(s.history, entry)
@@ -213,7 +213,7 @@ func (s *Shell) dotCommand(ctx context.Context, line string) error {
 		if p := arg(0); p != "" {
 			q += " AND tbl_name LIKE " + quoteString(p)
 		}
-		res, err := s.DB.Exec(ctx, q+" ORDER BY tbl_name, type DESC, name")
+		res, err := s.DB.Exec(ctx, q+" ORDER BY tbl_name, rowid")
 		if err != nil {
 			return err
 		}

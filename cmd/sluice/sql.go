@@ -43,7 +43,7 @@ func setupSQL(fs *flag.FlagSet) runFunc {
 	db := fs.String("db", "", "database name on the server (when TARGET is the server's URL)")
 	token := fs.String("token", "", "bearer token for the server (default $SLUICE_TOKEN)")
 	mode := fs.String("mode", "table", "output mode: table, csv, json or line")
-	create := fs.Bool("create", false, "create the local database file if it does not exist")
+	create := fs.Bool("create", false, "create the database if it does not exist (a local file, or a database on the server)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) < 1 || len(args) > 2 {
 			return usagef("sql", "want TARGET and optionally one SQL argument, got %d arguments", len(args))
@@ -100,7 +100,7 @@ func openShellTarget(ctx context.Context, target, db, token string, create bool)
 		if err != nil {
 			return nil, err
 		}
-		return sqlshell.OpenRemote(ctx, base, name, token)
+		return sqlshell.OpenRemote(ctx, base, name, token, create)
 	}
 	if strings.Contains(target, "://") {
 		return nil, fmt.Errorf("TARGET %q: want http(s)://HOST:PORT/db/NAME or a local database file", target)
