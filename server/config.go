@@ -56,6 +56,9 @@ type Limits struct {
 	// DatabaseIdleTimeout closes a database unused this long (default 1m;
 	// negative: never). Reopening needs no restore.
 	DatabaseIdleTimeout Duration `yaml:"database-idle-timeout"`
+	// ExternalWritePoll: how often an open, idle database looks for commits
+	// other processes made to its file and ships them (default 1s; negative: never).
+	ExternalWritePoll Duration `yaml:"external-write-poll"`
 }
 
 // Group tunes group commit.

@@ -100,6 +100,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxReadSessions:  cfg.Limits.MaxReadSessions,
 		MaxOpen:          cfg.Limits.MaxOpenDatabases,
 		IdleTimeout:      time.Duration(cfg.Limits.DatabaseIdleTimeout),
+		ExternalPoll:     time.Duration(cfg.Limits.ExternalWritePoll),
 		Logger:           logger,
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),

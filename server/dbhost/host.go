@@ -73,6 +73,11 @@ type Options struct {
 
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration
+
+	// ExternalPoll is how often an open database with nothing to ship looks
+	// for commits made to its file by other processes (an sqlite3 shell, a
+	// migration tool) and ships them [1s]; < 0: never.
+	ExternalPoll time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -102,6 +107,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = time.Minute
+	}
+	if o.ExternalPoll == 0 {
+		o.ExternalPoll = time.Second
 	}
 }
 
