@@ -18,7 +18,7 @@ var stateProbe = func() string {
 		}
 	}
 	sort.Strings(names)
-	cols := []string{"'a' LIKE 'A'", "(SELECT count(*) FROM temp.sqlite_master)"}
+	cols := []string{"('a' LIKE 'A')", "(SELECT count(*) FROM temp.sqlite_master)"}
 	for _, n := range names {
 		cols = append(cols, "(SELECT * FROM pragma_"+n+")")
 	}
