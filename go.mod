@@ -21,6 +21,7 @@ require (
 	golang.org/x/sys v0.34.0
 	google.golang.org/api v0.155.0
 	gopkg.in/yaml.v3 v3.0.1
+	modernc.org/libc v1.65.7
 	modernc.org/sqlite v1.37.1
 	zombiezen.com/go/sqlite v1.4.2
 )
@@ -88,7 +89,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20231212172506-995d672761c0 // indirect
 	google.golang.org/grpc v1.60.1 // indirect
 	google.golang.org/protobuf v1.31.0 // indirect
-	modernc.org/libc v1.65.7 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect
 )

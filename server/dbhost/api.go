@@ -109,6 +109,11 @@ type Database interface {
 type Session interface {
 	Conn
 	Close(ctx context.Context) (Bookmark, error)
+	// StateChanged reports whether the connection differs from a fresh one
+	// (a connection-state pragma was changed, or TEMP objects exist). A
+	// client that keeps a session while it does sees its own settings and
+	// TEMP objects in later requests, as on a connection to a local file.
+	StateChanged() bool
 }
 
 // Errors with a stable code, for the HTTP layers to map to statuses.

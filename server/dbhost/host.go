@@ -304,7 +304,7 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 // createEmpty creates a WAL-mode database with its first page written, so
 // the engine has something to snapshot.
 func createEmpty(path string) error {
-	c, err := openConn(path, false, 5*time.Second)
+	c, err := openConn(path, ownWriter, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -378,15 +378,14 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 }
 
 func (db *database) openConns() error {
-	w, err := openConn(db.path, false, db.opts.StatementTimeout)
+	w, err := openConn(db.path, sharedWriter, db.opts.StatementTimeout)
 	if err != nil {
 		return err
 	}
-	w.g.noTx = true
 	db.writer = w
 	db.readers = make(chan *conn, db.opts.ReadConns)
 	for i := 0; i < db.opts.ReadConns; i++ {
-		r, err := openConn(db.path, true, db.opts.StatementTimeout)
+		r, err := openConn(db.path, sharedReader, db.opts.StatementTimeout)
 		if err != nil {
 			w.close()
 			close(db.readers)

@@ -30,6 +30,8 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		writeHTTPError(w, status, e)
 		return
 	}
+	released := false
+	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.newExecution(r.Context(), s)
 	defer cancel()
 	var (
@@ -43,6 +45,7 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		res, failed = x.batch(body.Batch)
 	}
 	baton := h.release(s)
+	released = true
 
 	w.Header().Set("Content-Type", "application/json")
 	if x.bookmark > 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,6 @@ type Handler struct {
 	cfg    Config
 	log    *slog.Logger
 	signer batonSigner
-	ro     readOnlyCache
 
 	mu       sync.Mutex
 	streams  map[streamID]*stream
@@ -235,6 +235,25 @@ func (h *Handler) Close() {
 			h.closeSession(sess, "handler closed")
 		}
 	})
+}
+
+// endOnPanic, deferred by every request that holds a stream, turns a panic
+// into a 500 answer and ends the stream: its transaction is rolled back and
+// its session closed, so no lock outlives the request. released says
+// whether the request already gave the stream back.
+func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
+	e := &Error{Code: "INTERNAL_ERROR", Message: fmt.Sprintf(
+		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
+	if !*released {
+		s.dead = e
+		h.release(s)
+	}
+	writeHTTPError(w, http.StatusInternalServerError, e)
 }
 
 // decodeBody reads a JSON request body of at most maxBodyBytes.

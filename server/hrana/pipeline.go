@@ -1,9 +1,11 @@
 package hrana
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -34,13 +36,15 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, status, e)
 		return
 	}
+	released := false
+	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.newExecution(ctx, s)
 	defer cancel()
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
 	}
-	resp.Baton = h.release(s)
+	resp.Baton, released = h.release(s), true
 	markReplayed(w, idem)
 	writeJSON(w, http.StatusOK, resp, x.bookmark)
 }
@@ -137,7 +141,7 @@ func (x *execution) sequence(sql *string, id *int32) *Error {
 	if e != nil {
 		return e
 	}
-	stmts := splitStatements(text)
+	stmts := sqltext.Split(text)
 	steps := make([]step, len(stmts))
 	for i, q := range stmts {
 		var cond *batchCond
@@ -172,6 +176,15 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 			d, err = c.Describe(x.ctx, text)
 			return err
 		})
+		if dbhost.IsOwnConnectionError(err) {
+			// A shared connection does not even prepare it; a connection of
+			// its own does (describing runs nothing, so none is kept).
+			var sess dbhost.Session
+			if sess, err = x.s.db.Session(x.ctx); err == nil {
+				d, err = sess.Describe(x.ctx, text)
+				sess.Close(context.WithoutCancel(x.ctx))
+			}
+		}
 	}
 	if err != nil {
 		return nil, toError(err, x.s.db.Name())
