@@ -156,13 +156,14 @@ func databaseFrom(ctx context.Context) dbhost.Database {
 	return db
 }
 
-// ServeHTTP routes GET /v2 /v3, POST /v2/pipeline /v3/pipeline /v3/cursor
-// /v1/execute /v1/batch, with or without a leading /db/<name>.
+// ServeHTTP routes GET /v2 /v3 /v3-protobuf, POST /v2/pipeline /v3/pipeline
+// /v3/cursor /v3-protobuf/pipeline /v3-protobuf/cursor /v1/execute
+// /v1/batch, with or without a leading /db/<name>.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := stripDatabasePrefix(r.URL.Path)
 	var post func(http.ResponseWriter, *http.Request, dbhost.Database)
 	switch path {
-	case "/v2", "/v3", "/v2/", "/v3/":
+	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use GET on " + path})
 			return
@@ -173,16 +174,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = h.servePipeline
 	case "/v3/cursor":
 		post = h.serveCursor
+	case "/v3-protobuf/pipeline":
+		post = h.servePipelineProtobuf
+	case "/v3-protobuf/cursor":
+		post = h.serveCursorProtobuf
 	case "/v1/execute":
 		post = h.serveV1Execute
 	case "/v1/batch":
 		post = h.serveV1Batch
 	default:
-		if strings.HasPrefix(path, "/v3-protobuf") {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: "PROTOBUF_NOT_SUPPORTED",
-				Message: "sluice speaks Hrana over HTTP with JSON only; use the v3 or v2 endpoints"})
-			return
-		}
 		writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
 		return
 	}
@@ -237,16 +237,25 @@ func (h *Handler) Close() {
 	})
 }
 
-// decodeBody reads a JSON request body of at most maxBodyBytes.
-func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
+			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
 		}
-		return &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+		return nil, &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+	}
+	return data, nil
+}
+
+// decodeBody reads a JSON request body of at most maxBodyBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+	data, e := readBody(w, r)
+	if e != nil {
+		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
 		return &Error{Code: "PROTOCOL_ERROR", Message: "request body is not valid Hrana JSON: " + err.Error()}
