@@ -74,6 +74,10 @@ type Hrana struct {
 	MaxStreamsPerDatabase int `yaml:"max_streams_per_database"`
 	MaxStreams            int `yaml:"max_streams"`
 	MaxSessionsPerToken   int `yaml:"max_sessions_per_token"`
+	// Hrana over WebSocket: a connection idle this long is closed (default
+	// 2m); streams open at once on one connection (default 128).
+	WebSocketIdleTimeout    Duration `yaml:"ws_idle_timeout"`
+	MaxStreamsPerConnection int      `yaml:"max_streams_per_connection"`
 }
 
 // Compaction tunes per-database compaction and retention (zero: the

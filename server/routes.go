@@ -51,7 +51,7 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
-	root.Handle("/", limited)
+	root.Handle("/", s.webSocketOr(limited))
 	return root
 }
 
@@ -100,10 +100,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	limit := s.cfg.Limits.MaxBodyBytes
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
+	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			jsonapi.WriteError(w, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
@@ -113,6 +110,13 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+func maxBodyBytes(l Limits) int64 {
+	if l.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return l.MaxBodyBytes
 }
 
 // statusWriter records the status for metrics and logs.

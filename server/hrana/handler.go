@@ -45,6 +45,16 @@ type Config struct {
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
 	// Default 10 s.
 	RequestTimeout time.Duration
+
+	// MaxMessageBytes bounds one WebSocket message, like the server's body
+	// limit bounds an HTTP request. Default 8 MiB.
+	MaxMessageBytes int64
+	// WebSocketIdleTimeout closes a WebSocket connection that has sent
+	// nothing and awaits nothing for this long. Default 2 min.
+	WebSocketIdleTimeout time.Duration
+	// MaxStreamsPerConnection bounds the streams open at once on one
+	// WebSocket connection. Default 128.
+	MaxStreamsPerConnection int
 }
 
 const (
@@ -58,6 +68,8 @@ const (
 	defaultMaxStreams            = 20000
 	defaultMaxSessionsPerToken   = 16
 	defaultRequestTimeout        = 10 * time.Second
+	defaultWebSocketIdleTimeout  = 2 * time.Minute
+	defaultMaxStreamsPerConn     = 128
 )
 
 // Handler serves Hrana over HTTP for the database found in the request context.
@@ -78,6 +90,12 @@ type Handler struct {
 	stop      chan struct{}
 	reaperOut chan struct{}
 	closeOnce sync.Once
+
+	// WebSocket connections (ws.go).
+	wsMu     sync.Mutex
+	wsConns  map[*wsConn]struct{}
+	wsClosed bool
+	wsActive sync.WaitGroup
 }
 
 // NewHandler returns a handler and starts its stream reaper; call Close to stop it.
@@ -95,6 +113,13 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = maxBodyBytes
+	}
+	if cfg.WebSocketIdleTimeout <= 0 {
+		cfg.WebSocketIdleTimeout = defaultWebSocketIdleTimeout
+	}
+	cfg.MaxStreamsPerConnection = orDefault(cfg.MaxStreamsPerConnection, defaultMaxStreamsPerConn)
 	key := cfg.BatonKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -215,9 +240,13 @@ func stripDatabasePrefix(p string) string {
 	return p
 }
 
-// Close rolls back and closes every open stream and stops the reaper.
+// Close closes the WebSocket connections, rolls back and closes every open
+// stream and stops the reaper.
 func (h *Handler) Close() {
 	h.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		h.CloseWebSockets(ctx)
+		cancel()
 		close(h.stop)
 		<-h.reaperOut
 		h.mu.Lock()
