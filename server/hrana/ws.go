@@ -135,6 +135,7 @@ type wsConn struct {
 	expires    time.Time
 	helloDone  bool
 	closing    bool
+	closeDone  chan struct{} // closed once the closing handshake is over
 }
 
 // wsStream is one stream of a connection and the worker that runs its
@@ -213,8 +214,12 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 		return
 	}
 	c.closing = true
+	c.closeDone = make(chan struct{})
 	c.mu.Unlock()
-	go func() { _ = c.ws.Close(code, reason) }()
+	go func() {
+		defer close(c.closeDone)
+		_ = c.ws.Close(code, reason)
+	}()
 }
 
 // touch records activity; delta counts requests starting (+1) or answered (-1).
@@ -736,6 +741,12 @@ func (c *wsConn) teardown() {
 	c.mu.Unlock()
 	for _, st := range live {
 		c.endStream(st)
+	}
+	c.mu.Lock()
+	closeDone := c.closeDone
+	c.mu.Unlock()
+	if closeDone != nil {
+		<-closeDone // the client hears why before the connection drops
 	}
 	_ = c.ws.CloseNow()
 }
