@@ -76,6 +76,10 @@ type Hrana struct {
 	MaxStreamsPerDatabase int `yaml:"max-streams-per-database"`
 	MaxStreams            int `yaml:"max-streams"`
 	MaxSessionsPerToken   int `yaml:"max-sessions-per-token"`
+	// Hrana over WebSocket: a connection idle this long is closed (default
+	// 2m); streams open at once on one connection (default 128).
+	WebSocketIdleTimeout    Duration `yaml:"ws-idle-timeout"`
+	MaxStreamsPerConnection int      `yaml:"max-streams-per-connection"`
 }
 
 // Compaction tunes per-database compaction and retention (zero: the

@@ -29,7 +29,7 @@ func (s *Server) routes() http.Handler {
 		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.leaderOnly(jm.ServeHTTP))
 	}
-	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/execute", "/v1/batch"} {
+	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v3-protobuf", "/v3-protobuf/pipeline", "/v3-protobuf/cursor", "/v1/execute", "/v1/batch"} {
 		handle(p, s.leaderOnly(s.serveHrana))
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
@@ -51,7 +51,7 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
-	root.Handle("/", limited)
+	root.Handle("/", s.webSocketOr(limited))
 	return root
 }
 
@@ -100,10 +100,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	limit := int64(s.cfg.Limits.MaxBodyBytes)
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
+	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			jsonapi.WriteError(w, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
@@ -113,6 +110,13 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+func maxBodyBytes(l Limits) int64 {
+	if l.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return int64(l.MaxBodyBytes)
 }
 
 // statusWriter records the status for metrics and logs.

@@ -123,6 +123,10 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+
+		MaxMessageBytes:         maxBodyBytes(cfg.Limits),
+		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
+		MaxStreamsPerConnection: cfg.Hrana.MaxStreamsPerConnection,
 	})
 	s.registerFollowerMetrics()
 	s.handler = s.routes()
@@ -211,6 +215,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 		s.log.Info("shutting down: finishing requests in flight")
 	}
+	// WebSocket connections outlive requests: tell their clients to go away
+	// first, so that their streams end before the databases close.
+	wsCtx, wsCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.hrana.CloseWebSockets(wsCtx)
+	wsCancel()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var handoffErr error

@@ -41,6 +41,9 @@ type Stmt struct {
 	Args      []Value
 	NamedArgs map[string]Value
 	WantRows  bool // false: rows are stepped but not returned
+	// StrictArgs makes a parameter left without an argument an error
+	// (CodeArgsInvalid) instead of NULL, as Hrana requires.
+	StrictArgs bool
 }
 
 // Column describes one result column.

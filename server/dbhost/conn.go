@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -186,7 +187,7 @@ func (c *conn) exec(st Stmt) (Result, error) {
 		text := rest[:len(rest)-len(next)]
 		rest, ran = next, true
 		if sqlitestmt.Empty(s) {
-			err := bindArgs(s, st) // arguments for no statement are an error
+			err := bindArgs(s, st, false) // arguments for no statement are an error
 			if finalize {
 				s.Finalize()
 			}
@@ -210,7 +211,7 @@ func (c *conn) exec(st Stmt) (Result, error) {
 }
 
 func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Result, error) {
-	if err := bindArgs(s, st); err != nil {
+	if err := bindArgs(s, st, c.in.Explain(s)); err != nil {
 		return Result{}, err
 	}
 	if !c.in.ReadOnly(s) {
@@ -295,8 +296,11 @@ func readRow(s *sqlite.Stmt, n int) []Value {
 	return row
 }
 
-func bindArgs(s *sqlite.Stmt, st Stmt) error {
+func bindArgs(s *sqlite.Stmt, st Stmt, explain bool) error {
 	count := s.BindParamCount()
+	if st.StrictArgs && max(len(st.Args), len(st.NamedArgs)) > count {
+		return argsInvalid(fmt.Sprintf("too many parameters, expected %d found %d", count, max(len(st.Args), len(st.NamedArgs))))
+	}
 	if len(st.Args) > count {
 		return errorf(CodeBadRequest, http.StatusBadRequest,
 			fmt.Sprintf("%d arguments given but the statement has %d parameters", len(st.Args), count))
@@ -304,23 +308,35 @@ func bindArgs(s *sqlite.Stmt, st Stmt) error {
 	for i, v := range st.Args {
 		bind(s, i+1, v)
 	}
-	if len(st.NamedArgs) == 0 {
+	bound := len(st.Args) // parameters 1..bound have a value
+	if len(st.NamedArgs) == 0 && (!st.StrictArgs || bound == count) {
 		return nil
 	}
 	for i := 1; i <= count; i++ {
 		name := s.BindParamName(i)
-		if name == "" {
-			continue
+		if name != "" && len(st.NamedArgs) > 0 {
+			v, ok := st.NamedArgs[name]
+			if !ok { // accept keys given without their prefix
+				v, ok = st.NamedArgs[name[1:]]
+			}
+			if ok {
+				bind(s, i, v)
+				continue
+			}
 		}
-		v, ok := st.NamedArgs[name]
-		if !ok { // accept keys given without their prefix
-			v, ok = st.NamedArgs[name[1:]]
-		}
-		if ok {
-			bind(s, i, v)
+		// EXPLAIN only compiles the statement: sqld lets it go without values.
+		if st.StrictArgs && i > bound && !explain {
+			if name == "" {
+				name = strconv.Itoa(i)
+			}
+			return argsInvalid("value for parameter " + name + " not found")
 		}
 	}
 	return nil
+}
+
+func argsInvalid(why string) *Error {
+	return errorf(CodeArgsInvalid, http.StatusBadRequest, "Arguments do not match SQL parameters: "+why)
 }
 
 func bind(s *sqlite.Stmt, i int, v Value) {

@@ -18,6 +18,9 @@ const (
 	CodeExists      = "ALREADY_EXISTS"
 	CodeUnavailable = "UNAVAILABLE"
 	CodeBadRequest  = "BAD_REQUEST"
+	// CodeArgsInvalid: the arguments do not match the statement's parameters
+	// (Stmt.StrictArgs), worded and coded as sqld reports it.
+	CodeArgsInvalid = "ARGS_INVALID"
 	// CodeNotDurable: the write committed locally but is not in the bucket
 	// yet. It is not an invitation to retry (see NotDurableError).
 	CodeNotDurable = "COMMITTED_NOT_DURABLE"

@@ -90,13 +90,16 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 		out.compile = e
 		return out
 	}
+	if sql, out.compile = singleStatement(sql); out.compile != nil {
+		return out
+	}
 	out.sql = sql
 	out.class = sqltext.Classify(sql)
 	want := defaultWantRows
 	if st.WantRows != nil {
 		want = *st.WantRows
 	}
-	out.stmt = dbhost.Stmt{SQL: sql, WantRows: want}
+	out.stmt = dbhost.Stmt{SQL: sql, WantRows: want, StrictArgs: true}
 	for _, a := range st.Args {
 		out.stmt.Args = append(out.stmt.Args, dbhost.Value(a))
 	}

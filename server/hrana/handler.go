@@ -46,6 +46,16 @@ type Config struct {
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
 	// Default 10 s.
 	RequestTimeout time.Duration
+
+	// MaxMessageBytes bounds one WebSocket message, like the server's body
+	// limit bounds an HTTP request. Default 8 MiB.
+	MaxMessageBytes int64
+	// WebSocketIdleTimeout closes a WebSocket connection that has sent
+	// nothing and awaits nothing for this long. Default 2 min.
+	WebSocketIdleTimeout time.Duration
+	// MaxStreamsPerConnection bounds the streams open at once on one
+	// WebSocket connection. Default 128.
+	MaxStreamsPerConnection int
 }
 
 const (
@@ -59,6 +69,8 @@ const (
 	defaultMaxStreams            = 20000
 	defaultMaxSessionsPerToken   = 16
 	defaultRequestTimeout        = 10 * time.Second
+	defaultWebSocketIdleTimeout  = 2 * time.Minute
+	defaultMaxStreamsPerConn     = 128
 )
 
 // Handler serves Hrana over HTTP for the database found in the request context.
@@ -78,6 +90,12 @@ type Handler struct {
 	stop      chan struct{}
 	reaperOut chan struct{}
 	closeOnce sync.Once
+
+	// WebSocket connections (ws.go).
+	wsMu     sync.Mutex
+	wsConns  map[*wsConn]struct{}
+	wsClosed bool
+	wsActive sync.WaitGroup
 }
 
 // NewHandler returns a handler and starts its stream reaper; call Close to stop it.
@@ -95,6 +113,13 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = maxBodyBytes
+	}
+	if cfg.WebSocketIdleTimeout <= 0 {
+		cfg.WebSocketIdleTimeout = defaultWebSocketIdleTimeout
+	}
+	cfg.MaxStreamsPerConnection = orDefault(cfg.MaxStreamsPerConnection, defaultMaxStreamsPerConn)
 	key := cfg.BatonKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -156,13 +181,14 @@ func databaseFrom(ctx context.Context) dbhost.Database {
 	return db
 }
 
-// ServeHTTP routes GET /v2 /v3, POST /v2/pipeline /v3/pipeline /v3/cursor
-// /v1/execute /v1/batch, with or without a leading /db/<name>.
+// ServeHTTP routes GET /v2 /v3 /v3-protobuf, POST /v2/pipeline /v3/pipeline
+// /v3/cursor /v3-protobuf/pipeline /v3-protobuf/cursor /v1/execute
+// /v1/batch, with or without a leading /db/<name>.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := stripDatabasePrefix(r.URL.Path)
 	var post func(http.ResponseWriter, *http.Request, dbhost.Database)
 	switch path {
-	case "/v2", "/v3", "/v2/", "/v3/":
+	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use GET on " + path})
 			return
@@ -173,16 +199,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = h.servePipeline
 	case "/v3/cursor":
 		post = h.serveCursor
+	case "/v3-protobuf/pipeline":
+		post = h.servePipelineProtobuf
+	case "/v3-protobuf/cursor":
+		post = h.serveCursorProtobuf
 	case "/v1/execute":
 		post = h.serveV1Execute
 	case "/v1/batch":
 		post = h.serveV1Batch
 	default:
-		if strings.HasPrefix(path, "/v3-protobuf") {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: "PROTOBUF_NOT_SUPPORTED",
-				Message: "sluice speaks Hrana over HTTP with JSON only; use the v3 or v2 endpoints"})
-			return
-		}
 		writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
 		return
 	}
@@ -215,9 +240,13 @@ func stripDatabasePrefix(p string) string {
 	return p
 }
 
-// Close rolls back and closes every open stream and stops the reaper.
+// Close closes the WebSocket connections, rolls back and closes every open
+// stream and stops the reaper.
 func (h *Handler) Close() {
 	h.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		h.CloseWebSockets(ctx)
+		cancel()
 		close(h.stop)
 		<-h.reaperOut
 		h.mu.Lock()
@@ -256,16 +285,25 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 	writeHTTPError(w, http.StatusInternalServerError, e)
 }
 
-// decodeBody reads a JSON request body of at most maxBodyBytes.
-func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
+			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
 		}
-		return &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+		return nil, &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+	}
+	return data, nil
+}
+
+// decodeBody reads a JSON request body of at most maxBodyBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+	data, e := readBody(w, r)
+	if e != nil {
+		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
 		return &Error{Code: "PROTOCOL_ERROR", Message: "request body is not valid Hrana JSON: " + err.Error()}

@@ -15,6 +15,16 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
+	h.runPipeline(w, r, db, &body, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
+		writeJSON(w, http.StatusOK, resp, bm)
+	})
+}
+
+// runPipeline runs a pipeline's requests on its stream; answer writes the
+// response in the request's encoding (errors before anything ran are JSON,
+// the only error body the clients parse).
+func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *pipelineReqBody,
+	answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) {
 	for i := range body.Requests {
 		if e := validateRequest(&body.Requests[i]); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
@@ -46,7 +56,7 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 	}
 	resp.Baton, released = h.release(s), true
 	markReplayed(w, idem)
-	writeJSON(w, http.StatusOK, resp, x.bookmark)
+	answer(w, &resp, x.bookmark)
 }
 
 func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
