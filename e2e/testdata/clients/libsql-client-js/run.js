@@ -67,6 +67,7 @@ async function main() {
   // A parent with ON DELETE CASCADE children, then migrate() recreates the
   // parent table the way SQLite's documentation prescribes: foreign keys off,
   // copy, drop, rename, foreign keys on. The children must survive.
+  await r.step("foreign_keys default", () => q("PRAGMA foreign_keys"));
   await r.step("fk setup", async () => {
     const stmts = [
       "PRAGMA foreign_keys=ON",
