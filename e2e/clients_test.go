@@ -53,7 +53,7 @@ func TestClientConformance(t *testing.T) {
 
 	clients := []conformanceClient{
 		{"libsql-client-js", nodeScript("libsql-client-js/run.js")},
-		{"libsql-client-js-malformed", nodeScript("libsql-client-js-malformed/run.js")},
+		{"libsql-client-js-isolation", nodeScript("libsql-client-js-isolation/run.js")},
 		{"drizzle", nodeScript("drizzle/run.js")},
 		{"kysely", nodeScript("kysely/run.js")},
 		{"libsql-client-go", runGoClient},

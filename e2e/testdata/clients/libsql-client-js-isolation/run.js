@@ -1,6 +1,8 @@
-// @libsql/client sending statements that are only comments or empty, alone
-// and inside an interactive transaction, then writing from a second client:
-// SQLite answers them without harm, and nothing stays locked.
+// Two @libsql/client clients, as two processes of an application would be:
+// one sends statements that are only comments or empty, alone and inside an
+// interactive transaction, and sets connection state (a pragma, a TEMP
+// trigger); the other keeps writing and reading. Locally each client has its own
+// connection, so nothing of the first reaches the second and nothing stays locked.
 "use strict";
 const { createClient } = require("@libsql/client");
 const { recorder, resultSet, errorText } = require("../common.js");
@@ -24,7 +26,16 @@ async function main() {
   const r = recorder();
   const q = (c, sql) => c.execute(sql).then(resultSet);
 
-  await r.step("create", () => q(db, "CREATE TABLE IF NOT EXISTS m (id INTEGER PRIMARY KEY, v TEXT)"));
+  await r.step("create", () => db.batch(["CREATE TABLE IF NOT EXISTS m (id INTEGER PRIMARY KEY, v TEXT)", "CREATE TABLE IF NOT EXISTS m_log (v TEXT)"], "write").then((rs) => rs.length));
+  await r.step("case_sensitive_like set by one client", () => q(db, "PRAGMA case_sensitive_like=ON").then((rs) => rs.rows.length));
+  await r.step("LIKE in another client", () => q(other, "SELECT 'a' LIKE 'A' AS matched"));
+  await r.step("temp trigger of one client", () =>
+    q(db, "CREATE TEMP TRIGGER IF NOT EXISTS m_copy AFTER INSERT ON main.m BEGIN INSERT INTO m_log VALUES (new.v); END")
+      .then(() => "created", (e) => errorText(e)));
+  await r.step("insert by another client", () =>
+    other.batch(["DELETE FROM m_log", "INSERT INTO m (v) VALUES ('plain')", "SELECT count(*) AS copied FROM m_log"], "write")
+      .then((rs) => resultSet(rs[2])));
+  await r.step("schema seen by another client", () => q(other, "SELECT type, name FROM sqlite_master WHERE name LIKE 'm%' ORDER BY name"));
   await r.step("comment only", () => noop(db.execute("-- just a comment")));
   await r.step("block comment only", () => noop(db.execute("/* c */")));
   await r.step("semicolon only", () => noop(db.execute(";")));
