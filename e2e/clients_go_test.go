@@ -89,6 +89,11 @@ func runGoClient(t *testing.T, tg target) map[string]any {
 		}
 		return map[string]any{"columns": desc, "rows": n}, rows.Err()
 	})
+	step("infinities", func() (any, error) {
+		var inf, ninf float64
+		err := db.QueryRowContext(ctx, "SELECT 1e999, -1e999").Scan(&inf, &ninf)
+		return fmt.Sprint(inf, " ", ninf), err
+	})
 	step("unique violation", exec("INSERT INTO events (name) VALUES ('first')"))
 	step("syntax error", exec("SELEC 1"))
 	step("table_info", func() (any, error) {
