@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -47,7 +49,8 @@ func TestClientConformance(t *testing.T) {
 	bucket := m.NewBucket(t)
 	port := testenv.FreePort()
 	host := fmt.Sprintf("127.0.0.1:%d", port)
-	p := start(t, m.Env(), sluiceBin, "serve", "-durability", "sync", "-data", t.TempDir(),
+	data := t.TempDir()
+	p := start(t, m.Env(), sluiceBin, "serve", "-durability", "sync", "-data", data,
 		"-replica", m.URL(bucket, ""), "-listen", host)
 	waitUntil(t, 60*time.Second, func() bool { return readyCode("http://"+host+"/ready") == 200 }, p)
 
@@ -75,11 +78,65 @@ func TestClientConformance(t *testing.T) {
 					t.Errorf("run %d: sluice differs from a local file with the same client:\n%s", run, diff)
 				}
 			}
+			// Every write the clients were answered for is in the bucket.
+			restored := filepath.Join(dir, "restored.db")
+			mustSluice(t, m.Env(), "restore", "-o", restored, m.URL(bucket, db))
+			if served, got := tablesDigest(t, filepath.Join(data, db+".db")), tablesDigest(t, restored); served != got {
+				t.Errorf("the replica in MinIO differs from the served database:\nserved:   %s\nrestored: %s", served, got)
+			}
 		})
 	}
 	if t.Failed() {
 		t.Logf("sluice serve output:\n%s", lastLines(p.out.String(), 40))
 	}
+}
+
+// tablesDigest lists each table with its row count and a hash of its rows.
+func tablesDigest(t *testing.T, path string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	var b strings.Builder
+	for _, name := range tables {
+		r, err := db.Query(`SELECT * FROM "` + strings.ReplaceAll(name, `"`, `""`) + `" ORDER BY rowid`)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		cols, _ := r.Columns()
+		h := sha256.New()
+		n := 0
+		for r.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := r.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(h, "%v\n", vals)
+			n++
+		}
+		r.Close()
+		fmt.Fprintf(&b, "%s:%d:%x ", name, n, h.Sum(nil)[:6])
+	}
+	return b.String()
 }
 
 func mkdir(t *testing.T, parent, name string) string {
@@ -134,7 +191,7 @@ func pythonScript(rel string) func(t *testing.T, tg target) map[string]any {
 
 // scriptTimeout bounds one run of a client script; a hung client shows as the
 // steps it did not finish.
-const scriptTimeout = 60 * time.Second
+const scriptTimeout = 45 * time.Second
 
 // runScript runs testdata/clients/<rel> with the target in its environment
 // and collects the JSON line each step prints. A run that fails or is killed
