@@ -74,8 +74,9 @@ func TestClientConformance(t *testing.T) {
 					work: mkdir(t, dir, fmt.Sprintf("local%d", run)), runNo: run})
 				got := c.run(t, target{kind: "sluice", http: "http://" + host + "/db/" + db + "/", ws: "ws://" + host + "/db/" + db + "/",
 					host: host, db: db, work: mkdir(t, dir, fmt.Sprintf("sluice%d", run)), runNo: run})
+				t.Logf("run %d: %d steps, %d as on a local file", run, len(want), len(want)-countDiffs(want, got))
 				if diff := diffSteps(want, got); diff != "" {
-					t.Errorf("run %d: sluice differs from a local file with the same client:\n%s", run, diff)
+					t.Errorf("run %d: sluice differs from a local file with the same client:%s", run, diff)
 				}
 			}
 			// Every write the clients were answered for is in the bucket.
@@ -241,6 +242,10 @@ func runScript(t *testing.T, tg target, env []string, interp, rel string) map[st
 	return out
 }
 
+func countDiffs(local, remote map[string]any) int {
+	return strings.Count(diffSteps(local, remote), "\n  step ")
+}
+
 // diffSteps lists every step whose outcome differs, local first.
 func diffSteps(local, remote map[string]any) string {
 	keys := map[string]bool{}
@@ -260,7 +265,7 @@ func diffSteps(local, remote map[string]any) string {
 		l, _ := json.Marshal(local[k])
 		r, _ := json.Marshal(remote[k])
 		if !bytes.Equal(l, r) {
-			fmt.Fprintf(&b, "  step %q:\n    local:  %s\n    sluice: %s\n", k, clip(l), clip(r))
+			fmt.Fprintf(&b, "\n  step %q:\n    local:  %s\n    sluice: %s", k, clip(l), clip(r))
 		}
 	}
 	return b.String()
