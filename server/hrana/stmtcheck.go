@@ -15,7 +15,9 @@ var errManyStatements = Error{Code: "SQL_MANY_STATEMENTS", Message: "SQL string 
 // and comment-only pieces around its semicolons ("SELECT 1;;" runs as
 // "SELECT 1"), or an error when it holds several.
 func singleStatement(sql string) (string, *Error) {
-	if !strings.Contains(sql, ";") { // the common case needs no scan
+	// The common case needs no scan; a NUL is refused further down, with
+	// its own message, before SQLite would stop reading at it.
+	if !strings.Contains(sql, ";") || strings.IndexByte(sql, 0) >= 0 {
 		return sql, nil
 	}
 	stmts := sqltext.Split(sql)
