@@ -36,3 +36,11 @@ func isHranaPath(path string) bool {
 	}
 	return false
 }
+
+// droppedDatabaseName reports a Hrana request for /db/v2/... or /db/v3...:
+// what a client sends when given libsql://HOST/db/NAME without a trailing
+// slash, because it resolves "v2/pipeline" relative to the URL.
+func droppedDatabaseName(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/db/")
+	return ok && (strings.HasPrefix(rest, "v2/") || strings.HasPrefix(rest, "v3/") || strings.HasPrefix(rest, "v3-protobuf/"))
+}

@@ -25,6 +25,7 @@ func TestHranaRoutesAnswerErrorsInHranaShape(t *testing.T) {
 		{"token for another database", "/db/b/v3/pipeline", "only-a-token", pipeline, 403, `"b"`},
 		{"body over the limit", "/v3/pipeline", "rw-token-123", strings.Repeat(" ", 2<<10) + pipeline, 413, "limit"},
 		{"unknown Hrana path", "/db/a/v3/nope", "rw-token-123", pipeline, 404, "not a sluice endpoint"},
+		{"database URL without its trailing slash", "/db/v2/pipeline", "rw-token-123", pipeline, 404, "trailing slash"},
 		{"sqld execute without a token", "/v1/execute", "", `{"stmt":{"sql":"SELECT 1"}}`, 401, "token"},
 	}
 	for _, c := range cases {

@@ -54,7 +54,11 @@ func leaseOptions(cfg LeaseConfig, logger *slog.Logger) *lease.Options {
 func (s *Server) advertise(ln net.Listener) {
 	url := s.cfg.Lease.Advertise
 	if url == "" {
-		url = "http://" + ln.Addr().String()
+		scheme := "http://"
+		if s.cert != nil {
+			scheme = "https://"
+		}
+		url = scheme + ln.Addr().String()
 	}
 	s.advertiseURL = strings.TrimRight(url, "/")
 	s.host.SetAdvertiseURL(s.advertiseURL)

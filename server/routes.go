@@ -34,8 +34,11 @@ func (s *Server) routes() http.Handler {
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound,
-			Message: r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"})
+		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
+		if droppedDatabaseName(r.URL.Path) {
+			msg += " (a libSQL client resolves its URL's last segment away: write the database URL with a trailing slash, libsql://HOST/db/NAME/)"
+		}
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound, Message: msg})
 	})
 
 	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
