@@ -2,6 +2,10 @@
 GO        ?= go
 BIN       := bin/sluice
 TOOLS     ?= $(HOME)/.cache/sluice-tools
+# `sluice version` prints this; without it the binary reports the module
+# version or git commit the Go toolchain recorded.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 export SLUICE_TOOLS := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 
@@ -14,7 +18,7 @@ build: sluice
 	$(GO) build -o bin/sluice-peerapp ./bench/peers/peerapp
 
 sluice:
-	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
 
 ## run: sluice's main job on its embedded default: databases in ./sluice-data,
 ## every write replicated to file://./sluice-data/replica, HTTP on 127.0.0.1:8080.

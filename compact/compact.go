@@ -316,7 +316,7 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 	}
 
 	// Every step below decides from memory whether it has work; a pass with
-	// nothing due makes no store request (DESIGN.md invariant 4).
+	// nothing due makes no store request (ARCHITECTURE.md, invariant 4).
 	for _, l := range c.cfg.Levels {
 		if err := c.compactLevel(ctx, l, now); err != nil {
 			return err // higher levels build on this one

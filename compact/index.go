@@ -21,7 +21,7 @@ type entry struct {
 
 // index is the compactor's in-memory copy of the replica's LTX listing: one
 // LIST per level at start, then kept current by Notify and the compactor's own
-// writes and deletes, so steady state never LISTs (DESIGN.md invariant 4).
+// writes and deletes, so steady state never LISTs (ARCHITECTURE.md, invariant 4).
 type index struct {
 	levels [replica.MaxLevel + 1][]entry // each sorted by MinTXID, then MaxTXID
 }

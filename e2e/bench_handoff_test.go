@@ -10,7 +10,7 @@ func TestBenchHandoffPrintsGapsAndFollowerLag(t *testing.T) {
 	for _, re := range []string{
 		`SIGTERM\s+handoff gap .*: +[0-9.]+m?s +\(\d+ writes accepted\)`,
 		`kill -9\s+handoff gap .*: +[0-9.]+m?s +\(\d+ writes accepted\)`,
-		`follower lag under seed 001's load .* \d+ probes:\n\s+p50 [0-9.]+m?s +p99 [0-9.]+m?s`,
+		`follower lag under single-row inserts .* \d+ probes:\n\s+p50 [0-9.]+m?s +p99 [0-9.]+m?s`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("bench handoff output lacks %q:\n%s", re, out)

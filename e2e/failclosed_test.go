@@ -74,8 +74,19 @@ func TestSidecarRefusesUnusableReplica(t *testing.T) {
 				t.Fatalf("took %s to give up", d)
 			}
 			oneLine(t, out, c.want)
-			// run refuses the same way, and never starts the application.
 			marker := filepath.Join(t.TempDir(), "started")
+			if c.name == "missing folder" {
+				// run is a container's entrypoint on a fresh machine: it creates the folder, as restore does.
+				out, err = sluice(t, c.env, "run", "-replica-error-budget", "3s", "-db", c.args[0], "-replica", c.args[1], "--", "touch", marker)
+				if err != nil {
+					t.Fatalf("run with a missing folder: %v\n%s", err, out)
+				}
+				if _, err := os.Stat(filepath.Dir(c.args[0])); err != nil {
+					t.Fatalf("run did not create the database's folder: %v", err)
+				}
+				return
+			}
+			// run refuses the same way, and never starts the application.
 			out, err = sluice(t, c.env, "run", "-replica-error-budget", "3s", "-db", c.args[0], "-replica", c.args[1], "--", "touch", marker)
 			if got := exitCode(err); got != c.code {
 				t.Fatalf("run: exit code %d, want %d; output:\n%s", got, c.code, out)

@@ -23,7 +23,7 @@ func waitFor(t *testing.T, p *process, text string, timeout time.Duration) {
 	}
 }
 
-// Seed 000 in sidecar mode: two overlapping `sluice run -lease` containers
+// A rolling deploy in sidecar mode: two overlapping `sluice run -lease` containers
 // on one replica. The second does not start its app while the first holds
 // the lease; once the first is SIGTERMed (its app writes a last row, which
 // is shipped before the lease is released) the second restores exactly the

@@ -56,13 +56,13 @@ func TestPointInTimeRestoreByTXIDAndTimestamp(t *testing.T) {
 	count := func(path string) int64 { n, _, integrity := dbDigest(t, path); _ = integrity; return n }
 
 	byTXID := filepath.Join(dir, "by-txid.db")
-	mustSluice(t, nil, "restore", "-integrity-check", "-txid", strconv.FormatUint(txid1, 10), "-o", byTXID, rep)
+	mustSluice(t, nil, "restore", "-integrity-check", "full", "-txid", strconv.FormatUint(txid1, 10), "-o", byTXID, rep)
 	if n := count(byTXID); n != 500 {
 		t.Fatalf("restore -txid %d: %d rows, want 500", txid1, n)
 	}
 
 	byTime := filepath.Join(dir, "by-time.db")
-	mustSluice(t, nil, "restore", "-integrity-check", "-timestamp", t1.Format(time.RFC3339Nano), "-o", byTime, rep)
+	mustSluice(t, nil, "restore", "-integrity-check", "quick", "-timestamp", t1.Format(time.RFC3339Nano), "-o", byTime, rep)
 	if n := count(byTime); n != 500 {
 		t.Fatalf("restore -timestamp %s: %d rows, want 500", t1.Format(time.RFC3339Nano), n)
 	}

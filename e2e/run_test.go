@@ -48,10 +48,12 @@ func TestRunRestoresOnBootReplicatesAndKeepsExitCode(t *testing.T) {
 		t.Fatalf("first boot should start empty:\n%s", out)
 	}
 
-	// The container is replaced: the local file is gone; the next boot restores it.
+	// The container is replaced: a fresh machine whose data folder does not
+	// exist yet; the next boot creates it and restores the database.
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		os.Remove(db + suffix)
 	}
+	db = filepath.Join(dir, "fresh", "data", "app.db")
 	out = mustSluice(t, nil, "run", "-db", db, "-replica", rep, "--", "python3", "-c", appScript, db, "0", "exit0")
 	if !strings.Contains(out, "count-at-start 250") {
 		t.Fatalf("second boot did not restore the 250 rows:\n%s", out)

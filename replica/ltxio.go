@@ -131,7 +131,7 @@ func LatestPos(ctx context.Context, s Store) (ltx.Pos, error) {
 
 // PutLTX uploads an encoded LTX file with a conditional create. If the key is
 // already taken it returns an error wrapping ErrExists: another writer owns
-// that TXID and the caller must stop writing (DESIGN.md invariant 2).
+// that TXID and the caller must stop writing (ARCHITECTURE.md, invariant 2).
 func PutLTX(ctx context.Context, s Store, level int, min, max ltx.TXID, data []byte) (LTXFile, error) {
 	key := LTXKey(level, min, max)
 	info, err := s.PutIfAbsent(ctx, key, bytes.NewReader(data), int64(len(data)))

@@ -62,7 +62,7 @@ type Store interface {
 	Delete(ctx context.Context, keys ...string) error
 
 	// List returns every object whose key starts with prefix, sorted by key.
-	// Never called on a hot path (see DESIGN.md invariant 4).
+	// Never called on a hot path (see ARCHITECTURE.md, invariant 4).
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 
 	// String returns the store's URL, for messages.

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicedb/sluice/restore/restoretest"
 )
 
-// BenchmarkRestore23MB restores seed 001's database (468,703 rows of its JSON
+// BenchmarkRestore23MB restores the single-row-insert workload's database (468,703 rows of its JSON
 // insert, ~23 MB) from a file replica: one snapshot plus 20 incremental files.
 // BenchmarkDownload23MB is the reference: reading the snapshot object once.
 func seed001(b *testing.B) *restoretest.History { return seed001ForT(b) }

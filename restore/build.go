@@ -2,13 +2,17 @@ package restore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/superfly/ltx"
 
@@ -25,21 +29,41 @@ type built struct {
 
 // builder writes the planned files' pages straight to their offsets in the
 // output file. Which file supplies each page (the newest one holding it) is
-// decided from the page indexes before any body is read, so every file can be
-// streamed in parallel and no page is ever held in memory beyond a small
-// write buffer: memory does not grow with the database.
+// decided from the page indexes, so every file can be streamed in parallel and
+// no page is ever held in memory beyond a small write buffer: memory does not
+// grow with the database. The lead file (the largest, usually the bulk of
+// the bytes) does not wait for the indexes: it writes every page it holds as
+// soon as the database's size is known, and a later file writes a page it
+// owns only once the lead has passed that offset, so the newer version lands
+// last. Files older than the lead own no page it holds.
 type builder struct {
 	store replica.Store
 	files []replica.LTXFile
 	f     *os.File
 	prog  *progress
+	log   *slog.Logger
 
-	ready    chan struct{} // closed once owner, commit and pageSize are known
-	readyErr error
-	pageSize uint32
-	commit   uint32  // the restored database's size in pages (the newest file's Commit)
-	owner    []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
-	written  bitmap  // pages written, set atomically by the workers
+	sized     chan struct{} // closed once commit and pageSize are known and the file sized (or prepare failed)
+	sizedOnce sync.Once
+	ready     chan struct{} // closed once owner is known too
+	readyErr  error
+	pageSize  uint32
+	commit    uint32  // the restored database's size in pages (the newest file's Commit)
+	owner     []int32 // owner[pgno]: the newest file holding pgno; 0 (the base) where no later file has it
+	written   bitmap  // pages written by their owners other than the lead, set atomically
+
+	// The lead file and its progress: every page it holds up to leadMark is on disk.
+	lead      int
+	leadMark  atomic.Uint32
+	leadMu    sync.Mutex
+	leadCond  *sync.Cond
+	leadSums  []ltx.Checksum // leadSums[pgno]: the checksum of the lead's version
+	leadWrote bitmap         // pages the lead wrote
+
+	// whole[k]: file k's bytes, when reading its page index read it all
+	// (small files, within wholeFileBudget): it is decoded from memory.
+	whole       [][]byte
+	cachedBytes atomic.Int64
 
 	hdrs     []ltx.Header
 	trailers []ltx.Trailer
@@ -51,11 +75,18 @@ type builder struct {
 // fsynced.
 func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f *os.File, opts Options) (built, error) {
 	n := len(files)
-	b := &builder{store: store, files: files, f: f, ready: make(chan struct{}),
-		hdrs: make([]ltx.Header, n), trailers: make([]ltx.Trailer, n), sums: make([]ltx.Checksum, n)}
+	b := &builder{store: store, files: files, f: f, sized: make(chan struct{}), ready: make(chan struct{}),
+		whole: make([][]byte, n), hdrs: make([]ltx.Header, n), trailers: make([]ltx.Trailer, n), sums: make([]ltx.Checksum, n)}
 	b.prog = &progress{fn: opts.Progress}
 	for _, x := range files {
 		b.prog.total += x.Size
+	}
+	b.log = opts.logger()
+	b.leadCond = sync.NewCond(&b.leadMu)
+	for k, f := range files {
+		if f.Size > files[b.lead].Size {
+			b.lead = k
+		}
 	}
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
@@ -66,6 +97,15 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	if err := b.checkPages(); err != nil {
 		return built{}, err
 	}
+	// The lead's share of the database checksum: the pages no later file replaced.
+	lead := int32(b.lead)
+	lock := ltx.LockPgno(b.pageSize)
+	for pgno := uint32(1); pgno <= b.commit; pgno++ {
+		if b.owner[pgno] == lead && pgno != lock && b.leadWrote.get(pgno) {
+			b.sums[lead] ^= b.leadSums[pgno]
+		}
+	}
+	b.sums[lead] &^= ltx.ChecksumFlag
 	sum := ltx.ChecksumFlag
 	for _, s := range b.sums {
 		sum ^= s
@@ -101,17 +141,22 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		start := time.Now()
 		errs[n] = b.prepare(ctx, parallelism)
+		b.log.Debug("restore page owners known", "indexes", n-1, "took", time.Since(start))
 		b.readyErr = errs[n]
+		b.sizedOnce.Do(func() { close(b.sized) })
 		close(b.ready)
 		if errs[n] != nil {
 			cancel()
 		}
 	}()
-	// The base (usually the largest file) first, then newest to oldest.
-	order := []int{0}
-	for i := n - 1; i > 0; i-- {
-		order = append(order, i)
+	// The lead first (it holds a slot the others may wait on), then newest to oldest.
+	order := []int{b.lead}
+	for i := n - 1; i >= 0; i-- {
+		if i != b.lead {
+			order = append(order, i)
+		}
 	}
 	sem := make(chan struct{}, parallelism)
 	for _, i := range order {
@@ -126,8 +171,12 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if errs[i] = b.fetch(ctx, i); errs[i] != nil {
+			start := time.Now()
+			if errs[i] = blameFile(ctx, b.files[i], b.fetch(ctx, i)); errs[i] != nil {
 				cancel()
+			}
+			if i == b.lead {
+				b.log.Debug("restore lead file written", "file", b.files[i].Key, "bytes", b.files[i].Size, "took", time.Since(start))
 			}
 		}()
 	}
@@ -150,6 +199,11 @@ func (b *builder) run(ctx context.Context, parallelism int) error {
 
 var errNotReady = errors.New("page owners unknown")
 
+const (
+	indexParallelism = 4        // index reads in flight per download in flight
+	wholeFileBudget  = 16 << 20 // bytes of small files kept from their index reads
+)
+
 // prepare reads the newest file's header (the database's size and page size)
 // and the page index of every file after the base, and records for each page
 // the newest file that holds it.
@@ -157,16 +211,20 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	n := len(b.files)
 	hdr, err := replica.ReadHeader(ctx, b.store, b.files[n-1])
 	if err != nil {
-		return err
+		return blameFile(ctx, b.files[n-1], err)
 	}
 	b.pageSize, b.commit = hdr.PageSize, hdr.Commit
 	b.owner = make([]int32, int(hdr.Commit)+1)
 	b.written = newBitmap(hdr.Commit)
+	b.leadSums = make([]ltx.Checksum, int(hdr.Commit)+1)
+	b.leadWrote = newBitmap(hdr.Commit)
 	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
-		return fmt.Errorf("size temp file %s: %w", b.f.Name(), err)
+		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
+	b.sizedOnce.Do(func() { close(b.sized) })
 	errs := make([]error, n)
-	sem := make(chan struct{}, parallelism)
+	// Index reads are small range reads: more run at once than downloads.
+	sem := make(chan struct{}, min(indexParallelism*parallelism, 64))
 	var wg sync.WaitGroup
 	for k := 1; k < n; k++ {
 		select {
@@ -178,11 +236,16 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[k] = readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
+			whole, err := readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
 				if pgno <= b.commit {
 					atomicMax(&b.owner[pgno], int32(k))
 				}
 			})
+			// Not the lead's: it is downloaded without waiting for the indexes.
+			if whole != nil && k != b.lead && b.cachedBytes.Add(int64(len(whole))) <= wholeFileBudget {
+				b.whole[k] = whole
+			}
+			errs[k] = blameFile(ctx, b.files[k], err)
 		}()
 	}
 	wg.Wait()
@@ -198,32 +261,8 @@ func atomicMax(p *int32, v int32) {
 	}
 }
 
-// fetch streams file k, writes the pages it owns and verifies its checksum.
-func (b *builder) fetch(ctx context.Context, k int) error {
-	file := b.files[k]
-	rc, err := b.store.Get(ctx, file.Key)
-	if err != nil {
-		return fmt.Errorf("download %s from %s: %w", file.Key, b.store, err)
-	}
-	defer rc.Close()
-	ra := newReadAhead(&countingReader{r: rc, p: b.prog})
-	defer ra.Close()
-	dec := ltx.NewDecoder(bufio.NewReaderSize(ra, 64<<10))
-	corrupt := func(what string, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("LTX file %s in %s is corrupt or truncated (%s: %v): restore to a TXID before %s, or from another replica",
-			file.Key, b.store, what, err, file.MinTXID)
-	}
-	if err := dec.DecodeHeader(); err != nil {
-		return corrupt("header", err)
-	}
-	hdr := dec.Header()
-	if hdr.MinTXID != file.MinTXID || hdr.MaxTXID != file.MaxTXID {
-		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
-			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
-	}
+// waitReady waits until the page owners are known.
+func (b *builder) waitReady(ctx context.Context) error {
 	select {
 	case <-b.ready:
 	case <-ctx.Done():
@@ -232,26 +271,143 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 	if b.readyErr != nil {
 		return errNotReady
 	}
+	return nil
+}
+
+// waitSized waits until the database's size is known and the file sized.
+func (b *builder) waitSized(ctx context.Context) error {
+	select {
+	case <-b.sized:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if b.owner == nil {
+		return errNotReady
+	}
+	return nil
+}
+
+// waitLead waits until the lead has passed page pgno (or ended).
+func (b *builder) waitLead(ctx context.Context, pgno uint32) error {
+	if b.leadMark.Load() >= pgno {
+		return nil
+	}
+	b.leadMu.Lock()
+	defer b.leadMu.Unlock()
+	for b.leadMark.Load() < pgno {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.leadCond.Wait()
+	}
+	return nil
+}
+
+// advanceLead records that the lead has written every page it holds up to pgno.
+func (b *builder) advanceLead(pgno uint32) {
+	b.leadMu.Lock()
+	b.leadMark.Store(max(b.leadMark.Load(), pgno))
+	b.leadMu.Unlock()
+	b.leadCond.Broadcast()
+}
+
+// fetch streams file k, writes the pages it owns and verifies its checksum.
+func (b *builder) fetch(ctx context.Context, k int) error {
+	file := b.files[k]
+	if k != 0 && k != b.lead && file.Size <= indexTail {
+		// Read whole with its page index, unless the budget was spent.
+		if err := b.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	var rc io.ReadCloser
+	if whole := b.whole[k]; whole != nil {
+		b.whole[k] = nil // decoded once, then left to the collector
+		rc = io.NopCloser(bytes.NewReader(whole))
+	} else {
+		var err error
+		if rc, err = b.store.Get(ctx, file.Key); err != nil {
+			return fmt.Errorf("download %s from %s: %w", file.Key, b.store, err)
+		}
+	}
+	defer rc.Close()
+	ra := newReadAhead(&countingReader{r: rc, p: b.prog})
+	defer ra.Close()
+	br := bufio.NewReaderSize(ra, 64<<10)
+	corrupt := func(what string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("LTX file %s in %s is corrupt or truncated (%s: %v): restore to a TXID before %s, or from another replica",
+			file.Key, b.store, what, err, file.MinTXID)
+	}
+	var src pageSource
+	bd, err := newBlockDecoder(br)
+	switch {
+	case errors.Is(err, errLegacyFormat):
+		src, err = newLegacyDecoder(io.MultiReader(bytes.NewReader(bd.raw), br))
+	case err == nil:
+		src = bd
+	}
+	if err != nil {
+		return corrupt("header", err)
+	}
+	hdr := src.header()
+	if hdr.MinTXID != file.MinTXID || hdr.MaxTXID != file.MaxTXID {
+		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
+			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
+	}
+	if k == b.lead {
+		// However it ends, later files must not wait for the lead forever.
+		defer b.advanceLead(math.MaxUint32)
+		if err := b.waitSized(ctx); err != nil {
+			return err
+		}
+	} else if err := b.waitReady(ctx); err != nil {
+		return err
+	}
 	if hdr.PageSize != b.pageSize {
 		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
 			file.Key, b.store, hdr.PageSize, b.pageSize)
 	}
-	// The base's share of the database checksum comes from its trailer
-	// (below) when it carries one; every other page is checksummed as written.
-	w := newRunWriter(b.f, b.pageSize, k != 0 || hdr.NoChecksum())
-	defer w.close() // on early returns; a second close is a no-op
-	var skipped ltx.Checksum
+	var w *runWriter
+	if k == b.lead {
+		// One writer, so runs land in page order and the mark is exact.
+		w = newRunWriter(b.f, b.pageSize, 1, func(end int64) { b.advanceLead(uint32(end / int64(b.pageSize))) })
+	} else {
+		w = newRunWriter(b.f, b.pageSize, runWriterWorkers, nil)
+	}
+	defer w.close()      // on early returns; a second close is a no-op
+	var sum ltx.Checksum // XOR of the checksums of the pages written
 	lock := ltx.LockPgno(b.pageSize)
-	page := make([]byte, b.pageSize)
-	var ph ltx.PageHeader
+	scratch := make([]byte, b.pageSize)
+	// A page to write is decoded straight into the write buffer, the others
+	// into scratch (the file's checksum covers them too).
+	var write bool
+	dst := func(pgno uint32) ([]byte, error) {
+		write = false
+		switch {
+		case pgno > b.commit:
+			return scratch, nil
+		case k == b.lead:
+		case b.owner[pgno] != int32(k):
+			return scratch, nil
+		case k > b.lead:
+			if err := b.waitLead(ctx, pgno); err != nil {
+				return nil, err
+			}
+		}
+		write = true
+		return w.slot(pgno), nil
+	}
 	var prev uint32
 	for {
-		if err := dec.DecodePage(&ph, page); err == io.EOF {
+		pgno, pageSum, err := src.next(dst)
+		if err == io.EOF {
 			break
 		} else if err != nil {
 			return corrupt(fmt.Sprintf("page after %d", prev), err)
 		}
-		pgno := ph.Pgno
 		if k == 0 { // a snapshot: pages 1..Commit in order, the lock page skipped
 			want := prev + 1
 			if want == lock {
@@ -262,18 +418,23 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 					file.Key, b.store, pgno, want)
 			}
 		}
+		if k == b.lead && pgno <= prev {
+			// The lead's mark assumes ascending pages, as LTX requires.
+			return corrupt("page order", fmt.Errorf("page %d after page %d", pgno, prev))
+		}
 		prev = pgno
-		if pgno > b.commit || b.owner[pgno] != int32(k) {
-			if k == 0 && pgno != lock {
-				skipped ^= pageChecksum(pgno, page)
-			}
+		if !write {
 			continue
 		}
-		w.add(pgno, page)
+		if k == b.lead {
+			b.leadSums[pgno] = pageSum
+			b.leadWrote.setAtomic(pgno)
+			continue
+		}
+		sum ^= pageSum
 		b.written.setAtomic(pgno)
 	}
-	sum, err := w.close()
-	if err != nil {
+	if err := w.close(); err != nil {
 		return err
 	}
 	if k == 0 {
@@ -282,15 +443,9 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 				file.Key, b.store, prev, hdr.Commit)
 		}
 	}
-	if err := dec.Close(); err != nil {
+	trailer, err := src.finish()
+	if err != nil {
 		return corrupt("checksum", err)
-	}
-	trailer := dec.Trailer()
-	if k == 0 && !hdr.NoChecksum() {
-		// The decoder verified the snapshot's database checksum over all its
-		// pages; the base's share is that minus the pages it did not write,
-		// which saves checksumming the bulk of the database twice.
-		sum = trailer.PostApplyChecksum ^ skipped
 	}
 	b.hdrs[k], b.trailers[k], b.sums[k] = hdr, trailer, sum&^ltx.ChecksumFlag
 	return nil
@@ -337,7 +492,12 @@ func (b *builder) checkPages() error {
 		if pgno == lock {
 			continue
 		}
-		if !b.written.get(pgno) || pgno > limits[b.owner[pgno]] {
+		owner := b.owner[pgno]
+		wrote := b.written.get(pgno)
+		if owner == int32(b.lead) {
+			wrote = b.leadWrote.get(pgno)
+		}
+		if !wrote || pgno > limits[owner] {
 			return fmt.Errorf("restore from %s: no file in the chain %s..%s holds page %d of the database's %d pages; "+
 				"the replica's files are incomplete: restore from another replica",
 				b.store, b.files[0].Key, b.files[n-1].Key, pgno, b.commit)
@@ -347,20 +507,19 @@ func (b *builder) checkPages() error {
 }
 
 // runWriter gathers consecutive pages into runs and hands each run to
-// writers on other goroutines, which checksum its pages and write it with one
-// positional write: decoding a file and writing it proceed on separate cores,
-// and files are written side by side without a shared offset. A few buffers
-// per file bound its memory.
+// writers on other goroutines, which write it with one positional write:
+// decoding a file and writing it proceed side by side, and files are written
+// without a shared offset. A few buffers per file bound its memory.
 type runWriter struct {
 	f        *os.File
 	pageSize int64
-	sum      bool // checksum the written pages
 	cur      []byte
 	off      int64 // file offset of cur[0]
+	workers  int
+	written  func(end int64) // if set, called with each run's end offset once written (in order with one worker)
 	runs     chan run
 	free     chan []byte
 	wg       sync.WaitGroup
-	sums     []ltx.Checksum // per writer goroutine
 	errs     []error
 	closed   bool
 }
@@ -376,15 +535,15 @@ const (
 	runWriterWorkers = 2
 )
 
-func newRunWriter(f *os.File, pageSize uint32, sum bool) *runWriter {
+func newRunWriter(f *os.File, pageSize uint32, workers int, written func(end int64)) *runWriter {
 	size := max(runWriterSize, int(pageSize))
-	w := &runWriter{f: f, pageSize: int64(pageSize), sum: sum, runs: make(chan run), free: make(chan []byte, runWriterBuffers),
-		sums: make([]ltx.Checksum, runWriterWorkers), errs: make([]error, runWriterWorkers)}
+	w := &runWriter{f: f, pageSize: int64(pageSize), workers: workers, written: written, runs: make(chan run),
+		free: make(chan []byte, runWriterBuffers), errs: make([]error, workers)}
 	for range runWriterBuffers {
-		w.free <- make([]byte, 0, size)
+		w.free <- getBuf(&runBufPool, size)[:0]
 	}
 	w.cur = <-w.free
-	for g := range runWriterWorkers {
+	for g := range workers {
 		w.wg.Add(1)
 		go w.write(g)
 	}
@@ -395,29 +554,32 @@ func (w *runWriter) write(g int) {
 	defer w.wg.Done()
 	for r := range w.runs {
 		if w.errs[g] == nil {
-			if w.sum {
-				pgno := uint32(r.off/w.pageSize) + 1
-				for o := int64(0); o < int64(len(r.b)); o, pgno = o+w.pageSize, pgno+1 {
-					w.sums[g] ^= pageChecksum(pgno, r.b[o:o+w.pageSize])
-				}
-			}
 			if _, err := w.f.WriteAt(r.b, r.off); err != nil {
-				w.errs[g] = fmt.Errorf("write %s: %w", w.f.Name(), err)
+				w.errs[g] = fmt.Errorf("write %s (the %w): %w", w.f.Name(), errLocal, err)
+			} else {
+				startWriteback(w.f, r.off, int64(len(r.b)))
+				if w.written != nil {
+					w.written(r.off + int64(len(r.b)))
+				}
 			}
 		}
 		w.free <- r.b[:0]
 	}
 }
 
-func (w *runWriter) add(pgno uint32, page []byte) {
+// slot returns the place in the write buffer for page pgno, to be filled
+// before the next call.
+func (w *runWriter) slot(pgno uint32) []byte {
 	off := int64(pgno-1) * w.pageSize
-	if len(w.cur) > 0 && (off != w.off+int64(len(w.cur)) || len(w.cur)+len(page) > cap(w.cur)) {
+	if len(w.cur) > 0 && (off != w.off+int64(len(w.cur)) || int64(len(w.cur))+w.pageSize > int64(cap(w.cur))) {
 		w.flush()
 	}
 	if len(w.cur) == 0 {
 		w.off = off
 	}
-	w.cur = append(w.cur, page...)
+	n := len(w.cur)
+	w.cur = w.cur[:n+int(w.pageSize)]
+	return w.cur[n:]
 }
 
 func (w *runWriter) flush() {
@@ -428,21 +590,22 @@ func (w *runWriter) flush() {
 	w.cur = <-w.free
 }
 
-// close writes what remains, waits for the writers and returns the XOR of
-// the written pages' checksums.
-func (w *runWriter) close() (ltx.Checksum, error) {
+// close writes what remains and waits for the writers.
+func (w *runWriter) close() error {
 	if w.closed {
-		return 0, nil
+		return nil
 	}
 	w.closed = true
 	w.flush()
 	close(w.runs)
 	w.wg.Wait()
-	var sum ltx.Checksum
-	for _, s := range w.sums {
-		sum ^= s
+	// Every buffer is back: the current one and the rest in free.
+	putBuf(&runBufPool, w.cur[:cap(w.cur)])
+	for range runWriterBuffers - 1 {
+		b := <-w.free
+		putBuf(&runBufPool, b[:cap(b)])
 	}
-	return sum, errors.Join(w.errs...)
+	return errors.Join(w.errs...)
 }
 
 // bitmap is one bit per page number.

@@ -20,45 +20,49 @@ const indexTail = 64 << 10
 // end of file (page index, then its 8-byte size, then the trailer), read with
 // range reads, so restore knows which file holds the newest copy of each page
 // before downloading any body. The file's checksum, which also covers the
-// index, is verified when the whole file is streamed later.
-func readPageNumbers(ctx context.Context, store replica.Store, file replica.LTXFile, fn func(pgno uint32)) error {
+// index, is verified when the whole file is streamed later. A file no larger
+// than indexTail is read whole, and returned so it need not be downloaded twice.
+func readPageNumbers(ctx context.Context, store replica.Store, file replica.LTXFile, fn func(pgno uint32)) (whole []byte, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("LTX file %s in %s has a damaged page index (%s): restore to a TXID before %s, or from another replica",
 			file.Key, store, fmt.Sprintf(format, args...), file.MinTXID)
 	}
 	const foot = 8 + ltx.TrailerSize
 	if file.Size < ltx.HeaderSize+foot {
-		return bad("file is %d bytes", file.Size)
+		return nil, bad("file is %d bytes", file.Size)
 	}
 	tail, err := readRange(ctx, store, file, max(file.Size-indexTail, 0), min(file.Size, indexTail))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if int64(len(tail)) == file.Size {
+		whole = tail
 	}
 	n := binary.BigEndian.Uint64(tail[len(tail)-foot:])
 	if n == 0 || n > uint64(file.Size-ltx.HeaderSize-foot) {
-		return bad("index size %d", n)
+		return nil, bad("index size %d", n)
 	}
 	var idx []byte
 	if int(n)+foot <= len(tail) {
 		idx = tail[len(tail)-foot-int(n) : len(tail)-foot]
 	} else if idx, err = readRange(ctx, store, file, file.Size-foot-int64(n), int64(n)); err != nil {
-		return err
+		return nil, err
 	}
 	r := bytes.NewReader(idx)
 	for {
 		pgno, err := binary.ReadUvarint(r)
 		if err != nil {
-			return bad("page number: %v", err)
+			return nil, bad("page number: %v", err)
 		}
 		if pgno == 0 {
-			return nil
+			return whole, nil
 		}
 		if pgno > 1<<32-1 {
-			return bad("page number %d", pgno)
+			return nil, bad("page number %d", pgno)
 		}
 		for range 2 { // offset, size
 			if _, err := binary.ReadUvarint(r); err != nil {
-				return bad("entry of page %d: %v", pgno, err)
+				return nil, bad("entry of page %d: %v", pgno, err)
 			}
 		}
 		fn(uint32(pgno))

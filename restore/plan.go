@@ -28,28 +28,44 @@ var ErrNoReplica = errors.New("replica holds no LTX file (nothing to restore)")
 // state, oldest first: a file starting at TXID 1 (a snapshot) followed by the
 // files that continue it, the fewest possible.
 func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	levels, err := replica.ListAllLTX(ctx, store)
+	files, target, err := list(ctx, store, opts)
 	if err != nil {
 		return nil, err
-	}
-	files := flatten(levels)
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: %w", store, ErrNoReplica)
-	}
-	target := opts.TXID
-	if !opts.Timestamp.IsZero() {
-		if target, err = txidAt(ctx, store, files, opts.Timestamp, opts.parallelism()); err != nil {
-			return nil, err
-		}
 	}
 	plan, err := planSorted(files, target)
 	if err != nil {
 		return nil, fmt.Errorf("plan restore from %s: %w", store, err)
 	}
 	return plan, nil
+}
+
+// list lists every level of the replica, sorted as planSorted wants, and
+// resolves opts' target to a TXID (0 = the newest).
+func list(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, ltx.TXID, error) {
+	if err := opts.validate(); err != nil {
+		return nil, 0, err
+	}
+	levels, err := replica.ListAllLTX(ctx, store)
+	if err != nil {
+		return nil, 0, err
+	}
+	files := flatten(levels)
+	if len(files) == 0 {
+		return nil, 0, fmt.Errorf("%s: %w", store, ErrNoReplica)
+	}
+	target := opts.TXID
+	if !opts.Timestamp.IsZero() {
+		if target, err = txidAt(ctx, store, files, opts.Timestamp, opts.parallelism()); err != nil {
+			return nil, 0, err
+		}
+	}
+	if target == 0 {
+		// Fixed now, so leaving out a damaged newest file never restores an older state.
+		for _, f := range files {
+			target = max(target, f.MaxTXID)
+		}
+	}
+	return files, target, nil
 }
 
 // flatten merges every level into one slice sorted by MinTXID, then MaxTXID.

@@ -30,9 +30,10 @@ const (
 func newReadAhead(r io.Reader) *readAhead {
 	ra := &readAhead{full: make(chan chunk, readAheadChunks), free: make(chan []byte, readAheadChunks), stop: make(chan struct{})}
 	for range readAheadChunks {
-		ra.free <- make([]byte, readAheadChunk)
+		ra.free <- getBuf(&readAheadPool, readAheadChunk)
 	}
 	go func() {
+		defer ra.recycle()
 		for {
 			var buf []byte
 			select {
@@ -47,6 +48,7 @@ func newReadAhead(r io.Reader) *readAhead {
 			select {
 			case ra.full <- chunk{b: buf[:n], err: err}:
 			case <-ra.stop:
+				putBuf(&readAheadPool, buf[:cap(buf)])
 				return
 			}
 			if err != nil {
@@ -81,3 +83,30 @@ func (ra *readAhead) Close() error {
 	ra.once.Do(func() { close(ra.stop) })
 	return nil
 }
+
+// recycle returns the free chunks to the pool as the reading goroutine ends;
+// chunks still with the reader are left to the garbage collector.
+func (ra *readAhead) recycle() {
+	for {
+		select {
+		case b := <-ra.free:
+			putBuf(&readAheadPool, b[:cap(b)])
+		default:
+			return
+		}
+	}
+}
+
+// Buffers are reused across the files of a restore (and across restores):
+// a plan of hundreds of small files would otherwise allocate and clear
+// megabytes per file.
+var readAheadPool, runBufPool sync.Pool
+
+func getBuf(p *sync.Pool, size int) []byte {
+	if b, ok := p.Get().(*[]byte); ok && cap(*b) >= size {
+		return (*b)[:size]
+	}
+	return make([]byte, size)
+}
+
+func putBuf(p *sync.Pool, b []byte) { p.Put(&b) }

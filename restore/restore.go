@@ -24,6 +24,7 @@ type Options struct {
 	Timestamp      time.Time // restore the newest state at or before this time; zero = latest. Exclusive with TXID
 	Parallelism    int       // downloads in flight (default 8)
 	IntegrityCheck bool      // PRAGMA integrity_check on the result before it is renamed into place
+	QuickCheck     bool      // PRAGMA quick_check instead (faster: skips matching indexes to tables); IntegrityCheck wins
 	// Progress, if set, is called (never concurrently) as bytes arrive, and
 	// once more at the end with doneBytes == totalBytes.
 	Progress func(doneBytes, totalBytes int64)
@@ -78,20 +79,15 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		return Result{}, err
 	}
 	start := time.Now()
-	files, err := Plan(ctx, store, opts)
+	files, target, err := list(ctx, store, opts)
 	if err != nil {
 		return Result{}, err
 	}
 	log := opts.logger()
-	log.Debug("restore plan", "replica", store.String(), "files", len(files), "txid", files[len(files)-1].MaxTXID, "took", time.Since(start))
 
-	dir, base := filepath.Split(outPath)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".restore-*.tmp")
+	tmp, err := createTemp(outPath)
 	if err != nil {
-		return Result{}, fmt.Errorf("restore %s: create temp file beside it: %w", outPath, err)
+		return Result{}, err
 	}
 	tmpPath := tmp.Name()
 	done := false
@@ -102,12 +98,40 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		}
 	}()
 
-	buildStart := time.Now()
-	img, err := build(ctx, store, files, tmp, opts)
-	if err != nil {
-		return Result{}, err
+	// A damaged or unreadable file is left out and the restore planned
+	// again: the other levels covering its TXIDs take its place.
+	var damaged []*fileError
+	var plan []replica.LTXFile
+	var img built
+	for {
+		if plan, err = planSorted(files, target); err != nil {
+			if len(damaged) > 0 {
+				return Result{}, fmt.Errorf("plan restore from %s: %w", store, noFallback(damaged, target, err))
+			}
+			return Result{}, fmt.Errorf("plan restore from %s: %w", store, err)
+		}
+		log.Debug("restore plan", "replica", store.String(), "files", len(plan), "txid", plan[len(plan)-1].MaxTXID, "took", time.Since(start))
+		if len(damaged) > 0 {
+			if err := tmp.Truncate(0); err != nil {
+				return Result{}, fmt.Errorf("restore %s: reset %s: %w", outPath, tmpPath, err)
+			}
+		}
+		buildStart := time.Now()
+		img, err = build(ctx, store, plan, tmp, opts)
+		var fe *fileError
+		if errors.As(err, &fe) && ctx.Err() == nil {
+			log.Warn("damaged replica file left out; restoring from the other levels covering its TXIDs",
+				"file", fe.file.Key, "level", fe.file.Level, "txids", fe.file.MinTXID.String()+"-"+fe.file.MaxTXID.String(), "err", fe.err)
+			damaged = append(damaged, fe)
+			files = without(files, fe.file.Key)
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		log.Debug("restore built", "pages", img.commit, "took", time.Since(buildStart))
+		break
 	}
-	log.Debug("restore built", "pages", img.commit, "took", time.Since(buildStart))
 	syncStart := time.Now()
 	if err := tmp.Sync(); err != nil {
 		return Result{}, fmt.Errorf("restore %s: fsync %s: %w", outPath, tmpPath, err)
@@ -116,11 +140,13 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		return Result{}, fmt.Errorf("restore %s: close %s: %w", outPath, tmpPath, err)
 	}
 	log.Debug("restore fsynced", "took", time.Since(syncStart))
-	if opts.IntegrityCheck {
-		if err := integrityCheck(tmpPath); err != nil {
-			return Result{}, fmt.Errorf("restore %s from %s: the rebuilt database fails PRAGMA integrity_check "+
-				"although every checksum matched (the replica holds a damaged database): %w", outPath, store, err)
+	if pragma := opts.checkPragma(); pragma != "" {
+		checkStart := time.Now()
+		if err := integrityCheck(tmpPath, pragma); err != nil {
+			return Result{}, fmt.Errorf("restore %s from %s: the rebuilt database fails PRAGMA %s "+
+				"although every checksum matched (the replica holds a damaged database): %w: %w", outPath, store, pragma, ErrIntegrity, err)
 		}
+		log.Debug("restore checked", "pragma", pragma, "took", time.Since(checkStart))
 	}
 	if err := moveIntoPlace(tmpPath, outPath); err != nil {
 		return Result{}, err
@@ -129,8 +155,8 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 	removeTemp(tmpPath) // only the -wal/-shm an integrity check may have left; the name itself is gone
 
 	log.Info("restored", "path", outPath, "replica", store.String(), "txid", img.pos.TXID,
-		"files", len(files), "bytes", img.bytes, "pages", img.commit)
-	return Result{Pos: img.pos, Files: files, Bytes: img.bytes, PageSize: img.pageSize, Pages: img.commit}, nil
+		"files", len(plan), "bytes", img.bytes, "pages", img.commit)
+	return Result{Pos: img.pos, Files: plan, Bytes: img.bytes, PageSize: img.pageSize, Pages: img.commit}, nil
 }
 
 // checkOutPath refuses an existing output and a stale WAL beside a missing
@@ -185,15 +211,31 @@ func removeTemp(tmpPath string) {
 	}
 }
 
-// integrityCheck runs PRAGMA integrity_check on the database at path.
-func integrityCheck(path string) error {
+// ErrIntegrity: the restored database failed the integrity check asked for,
+// so it was not put in place.
+var ErrIntegrity = errors.New("integrity check failed")
+
+// checkPragma is the check to run on the result, or "" for none.
+func (o Options) checkPragma() string {
+	switch {
+	case o.IntegrityCheck:
+		return "integrity_check"
+	case o.QuickCheck:
+		return "quick_check"
+	}
+	return ""
+}
+
+// integrityCheck runs PRAGMA pragma (integrity_check or quick_check) on the
+// database at path.
+func integrityCheck(path, pragma string) error {
 	conn, err := sqliteconn.Open(path, sqlite.OpenReadWrite)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
 	defer sqliteconn.Close(conn)
 	var problems []string
-	err = sqlitex.ExecuteTransient(conn, "PRAGMA integrity_check", &sqlitex.ExecOptions{
+	err = sqlitex.ExecuteTransient(conn, "PRAGMA "+pragma, &sqlitex.ExecOptions{
 		ResultFunc: func(stmt *sqlite.Stmt) error {
 			if s := stmt.ColumnText(0); s != "ok" {
 				problems = append(problems, s)

@@ -32,7 +32,7 @@ else
 fi
 
 # Node and Python packages pinned in one place each.
-step "npm packages (Azurite, @libsql/client) into $TOOLS"
+step "npm packages (Azurite, libSQL client, ORMs) into $TOOLS"
 cp scripts/package.json "$TOOLS/package.json"
 if [ -f scripts/package-lock.json ]; then cp scripts/package-lock.json "$TOOLS/package-lock.json"; fi
 (cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error >/dev/null)

@@ -1,37 +1,38 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/sluicedb/sluice/internal/confyaml"
+	"github.com/sluicedb/sluice/internal/units"
 )
 
 // Config is sluice serve's configuration: flags override the YAML file.
 type Config struct {
 	DataDir                    string        `yaml:"data"`
 	Replica                    string        `yaml:"replica"`
-	Listen                     string        `yaml:"listen"`
+	Listen                     string        `yaml:"addr"`       // also read as listen:
+	TLSCert                    string        `yaml:"tls-cert"`   // PEM certificate (chain): serve HTTPS and WSS
+	TLSKey                     string        `yaml:"tls-key"`    // its PEM private key
 	Durability                 string        `yaml:"durability"` // sync (default) or async
-	AllowUnauthenticatedRemote bool          `yaml:"allow_unauthenticated_remote"`
+	AllowUnauthenticatedRemote bool          `yaml:"allow-unauthenticated-remote"`
 	Tokens                     []TokenConfig `yaml:"tokens"`
-	JWTPublicKey               string        `yaml:"jwt_public_key"`      // PEM or base64url raw Ed25519 key
-	JWTPublicKeyFile           string        `yaml:"jwt_public_key_file"` // alternative to jwt_public_key
-	JWTMaxLifetime             Duration      `yaml:"jwt_max_lifetime"`    // longest exp-iat accepted, default 168h; negative: no limit
-	JWTAllowNoExp              bool          `yaml:"jwt_allow_no_exp"`    // accept JWTs without exp (never expire)
-	MetricsToken               string        `yaml:"metrics_token"`       // a token that may read /metrics (and nothing else)
+	JWTPublicKey               string        `yaml:"jwt-public-key"`      // PEM or base64url raw Ed25519 key
+	JWTPublicKeyFile           string        `yaml:"jwt-public-key-file"` // alternative to jwt-public-key
+	JWTMaxLifetime             Duration      `yaml:"jwt-max-lifetime"`    // longest exp-iat accepted, default 168h; negative: no limit
+	JWTAllowNoExp              bool          `yaml:"jwt-allow-no-exp"`    // accept JWTs without exp (never expire)
+	MetricsToken               string        `yaml:"metrics-token"`       // a token that may read /metrics (and nothing else)
 	Limits                     Limits        `yaml:"limits"`
 	Group                      Group         `yaml:"group"`
 	Hrana                      Hrana         `yaml:"hrana"`
 	Compaction                 Compaction    `yaml:"compaction"`
 	Lease                      LeaseConfig   `yaml:"lease"`
 	// IdempotencyWindow: how long an Idempotency-Key is remembered (default 24h).
-	IdempotencyWindow Duration `yaml:"idempotency_window"`
+	IdempotencyWindow Duration `yaml:"idempotency-window"`
 	// ReplicaErrorBudget: /ready answers 503 once the replica has accepted
 	// no upload or probe for this long (default 60s; probes run every quarter of it).
-	ReplicaErrorBudget Duration `yaml:"replica_error_budget"`
+	ReplicaErrorBudget Duration `yaml:"replica-error-budget"`
 }
 
 // TokenConfig is one static bearer token.
@@ -43,43 +44,50 @@ type TokenConfig struct {
 
 // Limits bound what one request can cost.
 type Limits struct {
-	MaxBodyBytes     int64    `yaml:"max_body_bytes"`    // default 8 MiB
-	StatementTimeout Duration `yaml:"statement_timeout"` // default 5s
-	ReadConnections  int      `yaml:"read_connections"`  // per database, default 4
-	MaxSessions      int      `yaml:"max_sessions"`      // read-write interactive sessions per database, default 64
-	MaxReadSessions  int      `yaml:"max_read_sessions"` // read-only interactive sessions per database, default 64
-	RequestTimeout   Duration `yaml:"request_timeout"`   // all statements of one request (JSON API or Hrana), default 10s
-	UploadTimeout    Duration `yaml:"upload_timeout"`    // per upload, default 30s
+	MaxBodyBytes     units.Size `yaml:"max-body-bytes"`    // default 8 MiB; reads 8MiB, 512KB
+	StatementTimeout Duration   `yaml:"statement-timeout"` // default 5s
+	ReadConnections  int        `yaml:"read-connections"`  // per database, default 4
+	MaxSessions      int        `yaml:"max-sessions"`      // read-write interactive sessions per database, default 64
+	MaxReadSessions  int        `yaml:"max-read-sessions"` // read-only interactive sessions per database, default 64
+	RequestTimeout   Duration   `yaml:"request-timeout"`   // all statements of one request (JSON API or Hrana), default 10s
+	UploadTimeout    Duration   `yaml:"upload-timeout"`    // per upload, default 30s
 	// MaxOpenDatabases caps the databases open at once; the least recently
 	// used idle one is closed to open another. Default: what the descriptor
 	// limit allows (about 20 descriptors each), at most 256.
-	MaxOpenDatabases int `yaml:"max_open_databases"`
+	MaxOpenDatabases int `yaml:"max-open-databases"`
 	// DatabaseIdleTimeout closes a database unused this long (default 1m;
 	// negative: never). Reopening needs no restore.
-	DatabaseIdleTimeout Duration `yaml:"database_idle_timeout"`
+	DatabaseIdleTimeout Duration `yaml:"database-idle-timeout"`
+	// ExternalWritePoll: how often an open, idle database looks for commits
+	// other processes made to its file and ships them (default 1s; negative: never).
+	ExternalWritePoll Duration `yaml:"external-write-poll"`
 }
 
 // Group tunes group commit.
 type Group struct {
-	MaxRequests int `yaml:"max_requests"` // requests per write group, default 1000
+	MaxRequests int `yaml:"max-requests"` // requests per write group, default 1000
 }
 
 // Hrana tunes interactive streams.
 type Hrana struct {
-	IdleTimeout Duration `yaml:"idle_timeout"` // default 10s
-	TxTimeout   Duration `yaml:"tx_timeout"`   // default 5s
+	IdleTimeout Duration `yaml:"idle-timeout"` // default 10s
+	TxTimeout   Duration `yaml:"tx-timeout"`   // default 5s
 	// Quotas: open streams per token, per database and in all (defaults
 	// 1000, 5000, 20000), open interactive transactions per token (16).
-	MaxStreamsPerToken    int `yaml:"max_streams_per_token"`
-	MaxStreamsPerDatabase int `yaml:"max_streams_per_database"`
-	MaxStreams            int `yaml:"max_streams"`
-	MaxSessionsPerToken   int `yaml:"max_sessions_per_token"`
+	MaxStreamsPerToken    int `yaml:"max-streams-per-token"`
+	MaxStreamsPerDatabase int `yaml:"max-streams-per-database"`
+	MaxStreams            int `yaml:"max-streams"`
+	MaxSessionsPerToken   int `yaml:"max-sessions-per-token"`
+	// Hrana over WebSocket: a connection idle this long is closed (default
+	// 2m); streams open at once on one connection (default 128).
+	WebSocketIdleTimeout    Duration `yaml:"ws-idle-timeout"`
+	MaxStreamsPerConnection int      `yaml:"max-streams-per-connection"`
 }
 
 // Compaction tunes per-database compaction and retention (zero: the
 // compact package's defaults).
 type Compaction struct {
-	SnapshotInterval Duration `yaml:"snapshot_interval"`
+	SnapshotInterval Duration `yaml:"snapshot-interval"`
 	Retention        Duration `yaml:"retention"`
 	// Workers: compaction passes running at once, shared by every database
 	// (default compact.DefaultWorkers).
@@ -87,18 +95,8 @@ type Compaction struct {
 	Disabled bool `yaml:"disabled"`
 }
 
-// Duration reads "5s", "1m30s" from YAML.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (use e.g. 5s, 1m): %w", n.Line, n.Value, err)
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration reads "5s", "1m30s", "7d" from YAML.
+type Duration = units.Duration
 
 // Defaults are the embedded defaults that `make run` starts.
 func Defaults() Config {
@@ -111,16 +109,21 @@ func Defaults() Config {
 }
 
 // LoadConfig reads a YAML file over the defaults, expanding $VARS and
-// ${VARS} from the environment first (for tokens and credentials).
+// ${VARS} from the environment first (for tokens and credentials). Keys are
+// kebab-case; snake_case is accepted too, and listen: as addr:.
 func LoadConfig(path string) (Config, error) {
+	return LoadConfigWith(path, confyaml.Options{})
+}
+
+// LoadConfigWith is LoadConfig with decoding options (-no-expand-env).
+func LoadConfigWith(path string, opts confyaml.Options) (Config, error) {
 	cfg := Defaults()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(os.ExpandEnv(string(raw)))))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && err.Error() != "EOF" {
+	opts.Aliases = map[string]string{"listen": "addr"}
+	if err := confyaml.Decode(raw, &cfg, opts); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil

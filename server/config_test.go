@@ -55,3 +55,34 @@ hrana:
 		t.Fatalf("bad duration: got %v", err)
 	}
 }
+
+// Kebab-case keys (as in Litestream's files), human sizes and durations, and
+// listen: read as addr:.
+func TestLoadConfigKebabCaseHumanUnitsAndAliases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yml")
+	os.WriteFile(path, []byte(`
+listen: 0.0.0.0:9000
+limits: {max-body-bytes: 8MiB, statement-timeout: 90s, database-idle-timeout: 1d}
+idempotency-window: 7d
+lease: {poll-interval: 250ms}
+compaction: {snapshot-interval: 2h, workers: 2}
+`), 0o644)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "0.0.0.0:9000" || cfg.Limits.MaxBodyBytes != 8<<20 || time.Duration(cfg.Limits.StatementTimeout) != 90*time.Second ||
+		time.Duration(cfg.Limits.DatabaseIdleTimeout) != 24*time.Hour || time.Duration(cfg.IdempotencyWindow) != 7*24*time.Hour ||
+		time.Duration(cfg.Lease.PollInterval) != 250*time.Millisecond ||
+		time.Duration(cfg.Compaction.SnapshotInterval) != 2*time.Hour || cfg.Compaction.Workers != 2 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	os.WriteFile(path, []byte("limits: {max-body-bytes: 8XB}\n"), 0o644)
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "not a size") {
+		t.Fatalf("bad size: %v", err)
+	}
+	os.WriteFile(path, []byte("limits: {max-body-byte: 1}\n"), 0o644)
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), `did you mean "max-body-bytes"`) {
+		t.Fatalf("typo: %v", err)
+	}
+}

@@ -157,7 +157,7 @@ func checkCounts(t *testing.T, url string, b *serveProc, counts []int64, exact b
 	}
 }
 
-// Seed 000: two overlapping instances on one replica, the leader SIGTERMed
+// A rolling deploy: two overlapping instances on one replica, the leader SIGTERMed
 // mid-run. Nothing forks, nothing acknowledged is lost.
 func TestServeOverlapSIGTERMHandsOver(t *testing.T) {
 	url, a, b, _ := startPair(t)
@@ -294,7 +294,7 @@ func TestServeOverlapSurvivesStoreOutage(t *testing.T) {
 }
 
 // A leader that is shutting down keeps listening after it released its
-// lease and forwards late writes to the instance taking over (issue 4 §5).
+// lease and forwards late writes to the instance taking over.
 func TestServeSIGTERMForwardsLateWrites(t *testing.T) {
 	url, a, b, _ := startPair(t)
 	a.cmd.Process.Signal(syscall.SIGTERM)

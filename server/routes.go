@@ -29,18 +29,21 @@ func (s *Server) routes() http.Handler {
 		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.leaderOnly(jm.ServeHTTP))
 	}
-	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/execute", "/v1/batch"} {
+	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v3-protobuf", "/v3-protobuf/pipeline", "/v3-protobuf/cursor", "/v1/execute", "/v1/batch"} {
 		handle(p, s.leaderOnly(s.serveHrana))
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound,
-			Message: r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"})
+		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
+		if droppedDatabaseName(r.URL.Path) {
+			msg += " (a libSQL client resolves its URL's last segment away: write the database URL with a trailing slash, libsql://HOST/db/NAME/)"
+		}
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound, Message: msg})
 	})
 
 	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
+		writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
 	}))
 	root := http.NewServeMux()
 	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +54,7 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
-	root.Handle("/", limited)
+	root.Handle("/", s.webSocketOr(limited))
 	return root
 }
 
@@ -66,7 +69,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
+			writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
 				Message: err.Error() + " (/metrics takes any valid token, or the metrics_token)"})
 			return
 		}
@@ -100,19 +103,23 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	limit := s.cfg.Limits.MaxBodyBytes
-	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
-	}
+	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			jsonapi.WriteError(w, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
+			writeError(w, r, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
 				Message: "request body of " + strconv.FormatInt(r.ContentLength, 10) + " bytes is over the server's limit of " + strconv.FormatInt(limit, 10)})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+func maxBodyBytes(l Limits) int64 {
+	if l.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return int64(l.MaxBodyBytes)
 }
 
 // statusWriter records the status for metrics and logs.
@@ -192,17 +199,17 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 	name := hranaDatabaseName(r)
 	p := auth.FromContext(r.Context())
 	if err := dbhost.ValidateName(name); err != nil {
-		jsonapi.WriteError(w, err)
+		writeError(w, r, err)
 		return
 	}
 	if !p.CanRead(name) {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
 			Message: "this token may not use database \"" + name + "\""})
 		return
 	}
 	db, err := s.host.Get(r.Context(), name)
 	if err != nil {
-		jsonapi.WriteError(w, err)
+		writeError(w, r, err)
 		return
 	}
 	if !p.CanWrite(name) {

@@ -42,6 +42,7 @@ type Server struct {
 	watch   *watch.Watch // the replica's readiness (/ready)
 	compact *compaction
 	handler http.Handler
+	cert    *certFiles // nil: plain HTTP
 
 	advertiseURL string // where other instances forward this one's databases' requests
 	handoff      handoffState
@@ -77,10 +78,14 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if err != nil {
 		return nil, err
 	}
+	cert, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, err
+	}
 	if !a.Required() && !cfg.AllowUnauthenticatedRemote && !IsLoopback(cfg.Listen) {
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
-	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a}
+	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket
@@ -106,6 +111,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxReadSessions:  cfg.Limits.MaxReadSessions,
 		MaxOpen:          cfg.Limits.MaxOpenDatabases,
 		IdleTimeout:      time.Duration(cfg.Limits.DatabaseIdleTimeout),
+		ExternalPoll:     time.Duration(cfg.Limits.ExternalWritePoll),
 		Logger:           logger,
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),
@@ -129,6 +135,10 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+
+		MaxMessageBytes:         maxBodyBytes(cfg.Limits),
+		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
+		MaxStreamsPerConnection: cfg.Hrana.MaxStreamsPerConnection,
 	})
 	s.registerFollowerMetrics()
 	s.handler = s.routes()
@@ -207,8 +217,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopWatch()
 	go s.watch.Run(watchCtx)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "replica", s.store.String(),
+	if s.cert != nil {
+		srv.TLSConfig = s.cert.tlsConfig()
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "tls", s.cert != nil, "replica", s.store.String(),
 		"data", s.cfg.DataDir, "durability", s.cfg.Durability, "auth", s.auth.Required())
 	var serveErr error
 	select {
@@ -220,6 +235,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// No compaction on the way out: what level 0 holds is restorable as it
 	// is, and the next start compacts it.
 	s.compact.stop()
+	// WebSocket connections outlive requests: tell their clients to go away
+	// first, so that their streams end before the databases close.
+	wsCtx, wsCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.hrana.CloseWebSockets(wsCtx)
+	wsCancel()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var handoffErr error

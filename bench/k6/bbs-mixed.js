@@ -7,7 +7,7 @@ export const options = opts({ vus: 100, duration: '30s' });
 export function setup() {
   prepare('bbs-mixed', DB, [
     ['CREATE TABLE IF NOT EXISTS test (id INTEGER PRIMARY KEY AUTOINCREMENT, category TEXT, text TEXT)'],
-    // 10,000 posts to read; the peer app seeds its own in /setup.
+    // 10,000 posts to read; the peer app inserts its own in /setup.
     ["INSERT INTO test (category, text) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000) SELECT 'general', 'seeded post ' || i FROM n WHERE (SELECT count(*) FROM test) < 10000"],
   ]);
 }

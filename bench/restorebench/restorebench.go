@@ -33,7 +33,7 @@ import (
 
 // Options configures a run.
 type Options struct {
-	Sizes   []Size // databases to build and restore; the 25MB one (SeedSize) is written row by row, the others in bulk
+	Sizes   []Size // databases to build and restore; the 25MB one (RowByRowSize) is written row by row, the others in bulk
 	Rows    int    // rows inserted one transaction at a time in the 25MB database (468,703)
 	PerTx   int    // rows per transaction in the 25MB database
 	Runs    int    // restores per tool; the median is reported
@@ -49,8 +49,8 @@ type Size struct {
 	Bytes int64
 }
 
-// SeedSize is the single-row-insert service's database: its 468,703 rows in one-row transactions.
-var SeedSize = Size{Label: "25MB", Bytes: 25e6}
+// RowByRowSize is the single-row-insert service's database: its 468,703 rows in one-row transactions.
+var RowByRowSize = Size{Label: "25MB", Bytes: 25e6}
 
 // ParseSizes parses "25MB,250MB,1GB" (decimal units).
 func ParseSizes(s string) ([]Size, error) {
@@ -74,7 +74,7 @@ func ParseSizes(s string) ([]Size, error) {
 	return out, nil
 }
 
-// seedRow is seed 001's JSON document, inserted once per row.
+// seedRow is the single-row insert workload's JSON document, inserted once per row.
 const seedRow = `{"age":10, "name":"yamada", "class":"A"}`
 
 // bytesPerRow: the single-row-insert workload's 468,703 rows make a 23.2 MB database.
@@ -104,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Runs = 5
 	}
 	if len(o.Sizes) == 0 {
-		o.Sizes = []Size{SeedSize}
+		o.Sizes = []Size{RowByRowSize}
 	}
 	litestream, err := exec.LookPath("litestream")
 	if err != nil {
@@ -167,7 +167,7 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, litestream, di
 	sluiceURL, lsURL := m.URL("bench", prefix+"/sluice"), m.URL("bench", prefix+"/litestream")
 	sluiceDB, lsDB := filepath.Join(dir, "sluice.db"), filepath.Join(dir, "litestream.db")
 
-	if sz == SeedSize {
+	if sz == RowByRowSize {
 		r.rows = o.Rows
 		say("[%s] building the single-row-insert database (%d rows, %d per transaction) while sluice replicates it…", sz.Label, o.Rows, o.PerTx)
 		if err := buildWhileReplicating(ctx, m, prefix+"/sluice/", sluiceDB, o, exec.Command(o.Sluice, "replicate", sluiceDB, sluiceURL), env); err != nil {

@@ -1,5 +1,5 @@
-// Package scenario holds the seeds' workloads (counter, put-object, the BBS of
-// seed 004, the D1 reads and writes of seed 002) as data: their schema, the
+// Package scenario holds the benchmark workloads (counter, put-object, a BBS,
+// D1-style reads and writes) as data: their schema, the
 // statements each virtual user sends, and the query that counts what the
 // acknowledged writes left behind. A Target turns them into HTTP requests for
 // sluice's JSON API, for Hrana, or for the peer apps' fixed routes.
@@ -26,7 +26,6 @@ type Op struct {
 type Scenario struct {
 	Name        string
 	DB          string // default database name; scenarios sharing a schema share it
-	Seed        string // which write-up it reproduces
 	Description string
 	Schema      []string // statements run once before the load (idempotent)
 	SeedRows    int      // rows the table must hold before the load (bbs read scenarios)
@@ -79,7 +78,7 @@ var (
 
 var all = []*Scenario{
 	{
-		Name: "counter", DB: "bench-counter", Seed: "000", Description: "POST /count_up: one row incremented by every request",
+		Name: "counter", DB: "bench-counter", Description: "POST /count_up: one row incremented by every request",
 		Schema: []string{
 			`CREATE TABLE IF NOT EXISTS counters (id TEXT PRIMARY KEY, count INTEGER NOT NULL)`,
 			`INSERT OR IGNORE INTO counters (id, count) VALUES ('count_up', 0)`,
@@ -88,34 +87,34 @@ var all = []*Scenario{
 		CountSQL: `SELECT count FROM counters WHERE id = 'count_up'`,
 	},
 	{
-		Name: "put-object", DB: "bench-put-object", Seed: "001", Description: "POST /rpc/put-object: insert one JSON row",
+		Name: "put-object", DB: "bench-put-object", Description: "POST /rpc/put-object: insert one JSON row",
 		Schema:   []string{`CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY AUTOINCREMENT, json JSON)`},
 		Ops:      []Op{{Name: "put-object", Write: true, SQL: `INSERT INTO t (json) VALUES (?)`, Params: []any{seedJSON}, PeerRoute: "POST /rpc/put-object"}},
 		CountSQL: `SELECT count(*) FROM t`,
 	},
 	{
-		Name: "bbs-write", DB: "bench-bbs", Seed: "004", Description: "POST write: append one short post",
+		Name: "bbs-write", DB: "bench-bbs", Description: "POST write: append one short post",
 		Schema: bbsSchema, Ops: []Op{bbsWrite}, CountSQL: `SELECT count(*) FROM test`,
 	},
 	{
-		Name: "bbs-read-all", DB: "bench-bbs", Seed: "004", Description: "GET read: every post (10,000 rows, ~200 KB)",
+		Name: "bbs-read-all", DB: "bench-bbs", Description: "GET read: every post (10,000 rows, ~200 KB)",
 		Schema: bbsSchema, SeedRows: 10000, SeedSQL: seedRowsSQL, Ops: []Op{bbsReadAll}, CountSQL: `SELECT count(*) FROM test`,
 	},
 	{
-		Name: "bbs-read-100", DB: "bench-bbs", Seed: "004", Description: "GET read_limit: the latest 100 posts",
+		Name: "bbs-read-100", DB: "bench-bbs", Description: "GET read_limit: the latest 100 posts",
 		Schema: bbsSchema, SeedRows: 10000, SeedSQL: seedRowsSQL, Ops: []Op{bbsRead100}, CountSQL: `SELECT count(*) FROM test`,
 	},
 	{
-		Name: "bbs-mixed", DB: "bench-bbs", Seed: "004", Description: "write and read-all, alternating",
+		Name: "bbs-mixed", DB: "bench-bbs", Description: "write and read-all, alternating",
 		Schema: bbsSchema, SeedRows: 10000, SeedSQL: seedRowsSQL, Ops: []Op{bbsWrite, bbsReadAll}, CountSQL: `SELECT count(*) FROM test`,
 	},
 	{
-		Name: "d1-read", DB: "bench-d1", Seed: "002", Description: "GET /read: SELECT * FROM test LIMIT 1",
+		Name: "d1-read", DB: "bench-d1", Description: "GET /read: SELECT * FROM test LIMIT 1",
 		Schema: d1Schema, SeedRows: 1, SeedSQL: `INSERT INTO test (timestamp, region) SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'seed' FROM (SELECT ? AS n)`,
 		Ops: []Op{{Name: "read", SQL: `SELECT * FROM test LIMIT 1`, PeerRoute: "GET /d1/read"}}, CountSQL: `SELECT count(*) FROM test`,
 	},
 	{
-		Name: "d1-write", DB: "bench-d1", Seed: "002", Description: "GET /write?region=X: insert (timestamp, region)",
+		Name: "d1-write", DB: "bench-d1", Description: "GET /write?region=X: insert (timestamp, region)",
 		Schema:   d1Schema,
 		Ops:      []Op{{Name: "write", Write: true, SQL: `INSERT INTO test (timestamp, region) VALUES (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?)`, Params: []any{"local"}, PeerRoute: "GET /d1/write?region=local"}},
 		CountSQL: `SELECT count(*) FROM test`,

@@ -17,7 +17,7 @@ import (
 )
 
 // Target kinds compare knows, in table order.
-var AllTargets = []string{"sluice-sync", "sluice-async", "sluice-none", "seed001", "mariadb", "file"}
+var AllTargets = []string{"sluice-sync", "sluice-async", "sluice-none", "litestream", "mariadb", "file"}
 
 // CompareOptions is compare's configuration.
 type CompareOptions struct {
@@ -102,7 +102,7 @@ func startTarget(ctx context.Context, env *targets.Env, kind string) (*targets.S
 		return env.StartSluice(ctx, "async")
 	case "sluice-none":
 		return env.StartSluice(ctx, "none")
-	case "seed001":
+	case "litestream":
 		return env.StartPeerSQLite(ctx, true)
 	case "mariadb":
 		return env.StartPeerMariaDB(ctx)
@@ -176,9 +176,9 @@ func compareOne(ctx context.Context, env *targets.Env, kind string, s *scenario.
 	return row
 }
 
-// PrintTable prints compare's table in the spirit of seed 004's summary.
+// PrintTable prints compare's table as a markdown summary.
 func PrintTable(w io.Writer, s *scenario.Scenario, o CompareOptions, rows []Row) {
-	fmt.Fprintf(w, "\nsluice bench compare %s — seed %s: %s\n", s.Name, s.Seed, s.Description)
+	fmt.Fprintf(w, "\nsluice bench compare %s — %s\n", s.Name, s.Description)
 	fmt.Fprintf(w, "%d VUs, %s measured after a %s warm-up per target; %s, %d CPUs; replicas on a local MinIO; each target SIGKILLed right after its run, then restored\n\n",
 		o.VUs, o.Duration, o.Warmup, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
 	fmt.Fprintf(w, "| %-50s | %9s | %9s | %9s | %8s | %-38s |\n", "target", "req/s", "p50", "p99", "failures", "acknowledged writes survived a restore")

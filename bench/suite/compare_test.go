@@ -13,7 +13,7 @@ import (
 )
 
 // compare on a short run across every target: sluice sync/async/local, the
-// seed-001 stack (go-sqlite3 + Litestream → MinIO), MariaDB and the file.
+// reference stack (go-sqlite3 + Litestream → MinIO), MariaDB and the file.
 func TestCompareEveryTarget(t *testing.T) {
 	for _, tool := range []string{"mariadbd", "mariadb-install-db"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -47,7 +47,7 @@ func TestCompareEveryTarget(t *testing.T) {
 			if !r.Protected || r.Lost != 0 {
 				t.Errorf("row %s: %s", r.Target, r.Survived)
 			}
-		case "sluice-async", "seed001":
+		case "sluice-async", "litestream":
 			if !strings.HasPrefix(r.Survived, "yes") && !strings.HasPrefix(r.Survived, "NO: lost") {
 				t.Errorf("row %s: restore not checked: %q", r.Target, r.Survived)
 			}
@@ -57,7 +57,7 @@ func TestCompareEveryTarget(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"| target", "seed-001 stack", "MariaDB", "append-only file", "sluice sync → MinIO"} {
+	for _, want := range []string{"| target", "go-sqlite3 + Litestream", "MariaDB", "append-only file", "sluice sync → MinIO"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("table lacks %q:\n%s", want, out.String())
 		}
@@ -75,12 +75,12 @@ func TestServeBenchmark(t *testing.T) {
 	for _, r := range []struct {
 		name string
 		ok   bool
-	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"seed-001", res.Seed001.OK > 0 && res.Seed001.OK == res.Seed001.Requests}} {
+	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"litestream", res.Litestream.OK > 0 && res.Litestream.OK == res.Litestream.Requests}} {
 		if !r.ok {
 			t.Errorf("%s run had failures or no requests\n%s", r.name, out.String())
 		}
 	}
-	for _, want := range []string{"sluice / seed-001 stack =", "sluice / ceiling        =", "target >= 2.0x", "target >= 0.6x"} {
+	for _, want := range []string{"sluice / Litestream stack =", "sluice / ceiling         =", "target >= 2.0x", "target >= 0.6x"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}

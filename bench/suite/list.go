@@ -14,7 +14,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 )
 
-// ListOptions is seed 003's benchmark: LIST latency against object count.
+// ListOptions configures the LIST benchmark: LIST latency against object count.
 type ListOptions struct {
 	Store    replica.Store
 	Counts   []int // object counts, ascending (default 1000, 5000, 15000)
@@ -107,7 +107,7 @@ func List(ctx context.Context, o ListOptions) ([]ListRow, error) {
 			rows = append(rows, row)
 		}
 	}
-	say("\nsluice bench list — seed 003: LIST latency against the number of objects (%s)\n", o.Store)
+	say("\nsluice bench list — LIST latency against the number of objects (%s)\n", o.Store)
 	say("| %8s | %8s | %10s | %10s | %8s |", "objects", "listers", "median", "max", "failures")
 	say("|%s:|%s:|%s:|%s:|%s:|", dashes(9), dashes(9), dashes(11), dashes(11), dashes(9))
 	for _, r := range rows {

@@ -1,8 +1,8 @@
-// Package suite runs the seeds' scenarios against targets and checks what
+// Package suite runs the benchmark scenarios against targets and checks what
 // they left behind: one run with -verify (database and restored replica hold
 // exactly the acknowledged writes), compare (one scenario against every
-// target, one table), serve (issue 3's benchmark with its targets) and list
-// (seed 003's LIST latency against object count).
+// target, one table), serve (single-row inserts against its targets) and list
+// (LIST latency against object count).
 //
 // It imports the other bench packages, internal/minioproc, the replica
 // packages (for list) and zombiezen's SQLite (to count restored copies).

@@ -11,8 +11,8 @@ import (
 	"github.com/sluicedb/sluice/bench/scenario"
 )
 
-// ServeOptions is issue 3's benchmark: seed 001's load against sluice serve
-// (sync → MinIO), the ceiling and the seed-001 stack.
+// ServeOptions configures the serve benchmark: single-row JSON inserts against
+// sluice serve (sync → MinIO), the ceiling and go-sqlite3 + Litestream.
 type ServeOptions struct {
 	VUs      int
 	Duration time.Duration
@@ -22,15 +22,15 @@ type ServeOptions struct {
 	JSON     string
 }
 
-// Targets of issue 3: sluice ≥ 2× the seed-001 stack and ≥ 0.6× the ceiling.
+// Targets: sluice ≥ 2× go-sqlite3 + Litestream and ≥ 0.6× the ceiling.
 const (
-	TargetVsSeed001 = 2.0
-	TargetVsCeiling = 0.6
+	TargetVsLitestream = 2.0
+	TargetVsCeiling    = 0.6
 )
 
 // ServeResult holds the three runs.
 type ServeResult struct {
-	Sluice, Ceiling, Seed001 *report.Report
+	Sluice, Ceiling, Litestream *report.Report
 }
 
 // Serve runs the benchmark and prints the figures and the ratios.
@@ -68,24 +68,24 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 	if res.Ceiling, err = runOn("ceiling"); err != nil {
 		return nil, err
 	}
-	if res.Seed001, err = runOn("seed001"); err != nil {
+	if res.Litestream, err = runOn("litestream"); err != nil {
 		return nil, err
 	}
 
-	say("\nsluice bench serve — seed 001's load (POST inserting its JSON row), %d keep-alive connections, %s after a %s warm-up", o.VUs, o.Duration, o.Warmup)
+	say("\nsluice bench serve — single-row JSON inserts (one POST per row), %d keep-alive connections, %s after a %s warm-up", o.VUs, o.Duration, o.Warmup)
 	say("%s, %d CPUs shared by the load generator and the server; replicas on a local MinIO\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
 	say("| %-50s | %9s | %9s | %9s | %8s | %15s |", "target", "req/s", "p50", "p99", "failures", "generator cores")
 	say("|%s|%s:|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9), dashes(16))
-	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Seed001} {
+	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Litestream} {
 		say("| %-50s | %9.0f | %9s | %9s | %8d | %15.2f |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK, r.GeneratorCores)
 	}
-	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Seed001.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
+	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Litestream.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
 	say("")
-	say("sluice / seed-001 stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsSeed001, met(vsSeed >= TargetVsSeed001))
-	say("sluice / ceiling        = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
+	say("sluice / Litestream stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsLitestream, met(vsSeed >= TargetVsLitestream))
+	say("sluice / ceiling         = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
 	say("(the load generator shares the CPUs with each server; its own use is in the last column)")
 	if o.JSON != "" {
-		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Seed001}); err != nil {
+		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Litestream}); err != nil {
 			return &res, err
 		}
 	}

@@ -208,7 +208,7 @@ func (e *Env) startPeer(ctx context.Context, name string, args ...string) (*Serv
 	return &Server{Name: name, URL: u, Protocol: "peer"}, p, nil
 }
 
-// StartPeerSQLite starts the seed-001 stack: the peer app on go-sqlite3 with
+// StartPeerSQLite starts the reference stack: the peer app on go-sqlite3 with
 // `litestream replicate` shipping its database to the replica.
 func (e *Env) StartPeerSQLite(ctx context.Context, litestream bool) (*Server, error) {
 	dir, err := e.scratch("peer-sqlite")
@@ -216,7 +216,7 @@ func (e *Env) StartPeerSQLite(ctx context.Context, litestream bool) (*Server, er
 		return nil, err
 	}
 	db := filepath.Join(dir, "peer.db")
-	name := "seed-001 stack (go-sqlite3 + Litestream → " + e.replicaName() + ")"
+	name := "go-sqlite3 + Litestream → " + e.replicaName()
 	if !litestream {
 		name = "peer app on go-sqlite3, no replica"
 	}

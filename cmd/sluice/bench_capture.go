@@ -27,7 +27,7 @@ func runBenchCapture(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Window, "window", 30*time.Second, "lag percentiles per window of this length")
 	fs.DurationVar(&o.Poll, "poll", 100*time.Millisecond, "bucket poll period (the lag's resolution)")
 	fs.StringVar(&o.LogDir, "logs", "", "also write each replicator's output to DIR/<tool>.log (sluice with -v)")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	o.Tools = strings.Split(*tools, ",")

@@ -26,15 +26,21 @@ func runBenchCompare(ctx context.Context, args []string) error {
 	only := fs.String("targets", strings.Join(suite.AllTargets, ","), "targets, comma-separated")
 	fs.StringVar(&o.JSON, "json", "", "write every target's results as a JSON array to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice bench compare SCENARIO [flags]\n\nRuns SCENARIO against sluice sync, async and without a replica, the seed-001 stack\n(peer app + Litestream), the peer app on MariaDB and on a file; kills each with SIGKILL\nright after its run and restores its replica. Needs MinIO, litestream, mariadb-server.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice bench compare SCENARIO [flags]\n\nRuns SCENARIO against sluice sync, async and without a replica, go-sqlite3 +\nLitestream (peer app), the peer app on MariaDB and on a file; kills each with SIGKILL\nright after its run and restores its replica. Needs MinIO, litestream, mariadb-server.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fs.Usage()
-		return flag.ErrHelp
+		for _, a := range args {
+			if a == "-h" || a == "-help" || a == "--help" {
+				fs.SetOutput(os.Stdout)
+				fs.Usage()
+				return flag.ErrHelp
+			}
+		}
+		return usagef("bench compare", "want SCENARIO first: sluice bench compare SCENARIO [flags]")
 	}
 	o.Scenario = args[0]
-	if err := fs.Parse(args[1:]); err != nil {
+	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	o.Targets = strings.Split(*only, ",")
@@ -47,15 +53,15 @@ func runBenchCompare(ctx context.Context, args []string) error {
 	return err
 }
 
-// runBenchServe is issue 3's `make bench-serve`.
+// runBenchServe is `make bench-serve`: single-row inserts against sluice serve and its references.
 func runBenchServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
 	o := suite.ServeOptions{Out: os.Stdout}
-	fs.IntVar(&o.VUs, "vus", 500, "concurrent keep-alive connections (seed 001: 500)")
-	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured duration per target (seed 001: 30s)")
+	fs.IntVar(&o.VUs, "vus", 500, "concurrent keep-alive connections")
+	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured duration per target")
 	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "warm-up per target")
 	fs.StringVar(&o.JSON, "json", "", "write the three runs as a JSON array to this file")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	self, err := os.Executable()

@@ -26,7 +26,7 @@ import (
 // sluice bench handoff: two `sluice serve -lease` instances on one MinIO
 // bucket take counter increments; the leader is stopped (SIGTERM, then in a
 // second run kill -9) and the handoff gap is the longest time without an
-// accepted write around the stop. Then seed 001's load (one JSON insert per
+// accepted write around the stop. Then the single-row insert load (one JSON insert per
 // request) runs against a leader while a `-follow` replica follows it; the
 // follower lag is measured as read-your-writes latency: a probe write on
 // the leader, then a read carrying its bookmark on the replica, timed from
@@ -38,9 +38,9 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench handoff", flag.ContinueOnError)
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL of the serve instances (kill -9 is taken over after it)")
 	vus := fs.Int("vus", 8, "concurrent writers")
-	lagFor := fs.Duration("duration", 10*time.Second, "seed 001 load duration for the follower lag")
+	lagFor := fs.Duration("duration", 10*time.Second, "how long the insert load runs while the follower lag is measured")
 	poll := fs.Duration("follow-poll", 200*time.Millisecond, "the replica's poll interval")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -76,7 +76,7 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("follower lag: %w", err)
 	}
-	fmt.Printf("  follower lag under seed 001's load (%d VUs, poll %s), write answered -> visible on the replica, %d probes:\n", *vus, *poll, n)
+	fmt.Printf("  follower lag under single-row inserts (%d VUs, poll %s), write answered -> visible on the replica, %d probes:\n", *vus, *poll, n)
 	fmt.Printf("    p50 %s   p99 %s   (reference: the poll interval, %s)\n", p50.Round(time.Millisecond), p99.Round(time.Millisecond), *poll)
 	return nil
 }
@@ -252,7 +252,7 @@ func (b *handoffBench) handoff(ctx context.Context, mode string) (time.Duration,
 	return gap, len(acks), nil
 }
 
-// followerLag runs seed 001's insert load on a leader while probing
+// followerLag runs the single-row insert load on a leader while probing
 // read-your-writes latency on a -follow replica.
 func (b *handoffBench) followerLag(ctx context.Context, d, poll time.Duration) (p50, p99 time.Duration, n int, err error) {
 	url := b.minio.URL("handoff", "lag")

@@ -19,7 +19,7 @@ func init() {
 	benchCommands["ceiling-server"] = runCeilingServer
 }
 
-// runBenchList is seed 003's benchmark: LIST latency against object count.
+// runBenchList measures LIST latency against object count: why sluice never lists on its hot path.
 func runBenchList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench list", flag.ContinueOnError)
 	counts := fs.String("objects", "1000,5000,15000", "object counts to measure at, comma-separated")
@@ -29,22 +29,21 @@ func runBenchList(ctx context.Context, args []string) error {
 		fmt.Fprintf(fs.Output(), "Usage: sluice bench list [flags] REPLICA_URL\n\nCreates objects under a scratch prefix of REPLICA_URL, times LIST sequentially and with\nparallel listers at each count, then deletes them.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("want exactly one REPLICA_URL")
+	if len(pos) != 1 {
+		return usagef("bench list", "want exactly one REPLICA_URL")
 	}
 	o := suite.ListOptions{Runs: *runs, Out: os.Stdout}
-	var err error
 	if o.Counts, err = ints(*counts); err != nil {
 		return fmt.Errorf("-objects: %w", err)
 	}
 	if o.Parallel, err = ints(*parallel); err != nil {
 		return fmt.Errorf("-parallel: %w", err)
 	}
-	o.Store, err = replicaurl.Open(ctx, fs.Arg(0))
+	o.Store, err = replicaurl.Open(ctx, pos[0])
 	if err != nil {
 		return err
 	}
@@ -71,7 +70,7 @@ func ints(s string) ([]int, error) {
 func runCeilingServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench ceiling-server", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8090", "listen address")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	srv := &http.Server{Addr: *listen, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -36,7 +36,7 @@ func runBenchManyDBs(ctx context.Context, args []string) error {
 	maxOpen := fs.Int("max-open-databases", 0, "the server's cap on open databases (0: its default)")
 	idle := fs.Duration("idle", 5*time.Second, "the server's database idle timeout")
 	check := fs.Int("check", 500, "databases read back at the end (spread over all of them)")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *n < 1 || *workers < 1 {

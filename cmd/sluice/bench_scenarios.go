@@ -29,7 +29,7 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 	}
 	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
 	url := fs.String("url", "", "sluice serve to load (default: start one with a file replica in a temp dir)")
-	db := fs.String("db", s.DB, "database name")
+	db := fs.String("database", s.DB, "name of the database the load writes to")
 	protocol := fs.String("protocol", scenario.JSON, "json (sluice's JSON API), hrana (libSQL's protocol) or peer (bench/peers routes)")
 	vus := fs.Int("vus", 10, "virtual users (each with its own keep-alive connection)")
 	duration := fs.Duration("duration", 10*time.Second, "measured duration (after the warm-up)")
@@ -43,10 +43,10 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write a self-contained HTML report to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice bench %s [flags]\n\nSeed %s: %s.\n\nFlags:\n", name, s.Seed, s.Description)
+		fmt.Fprintf(fs.Output(), "Usage: sluice bench %s [flags]\n\n%s.\n\nFlags:\n", name, s.Description)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *requests > 0 && !flagSet(fs, "warmup") {

@@ -37,12 +37,12 @@ Flags:`)
 	fs.StringVar(&o.JSON, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&o.ServeConfig, "config", "", "sluice serve config file (YAML) to soak a tuning; the soak's own flags override its data, listen, replica and durability")
 	fs.StringVar(&o.WorkDir, "dir", "", "work directory (MinIO, server data), kept afterwards (default: a temp dir, removed)")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if len(pos) > 0 {
+		return usagef("bench soak", "unexpected arguments: %q", pos)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -67,14 +67,20 @@ func (f failFlags) effectiveBudget() time.Duration {
 	return f.budget
 }
 
-// checkDBPath refuses a database path whose folder is missing or not
+// checkDBPath refuses a database path whose folder is missing (unless
+// createDir: `run` on a fresh machine creates it, as restore does) or not
 // writable, or that names a directory. A missing file is fine: the
 // application creates it.
-func checkDBPath(path string) error {
+func checkDBPath(path string, createDir bool) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("database %s is a directory: give the path of the SQLite file", path)
 	}
 	dir := filepath.Dir(path)
+	if createDir {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return fmt.Errorf("database %s: create its folder: %w", path, err)
+		}
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("database %s: its folder %s does not exist: create it or correct the path", path, dir)
@@ -94,9 +100,9 @@ func checkDBPath(path string) error {
 // preflight checks every target's database path and replica before anything
 // runs: permanent errors end at once, transient ones are retried with backoff
 // for up to the budget.
-func preflight(ctx context.Context, targets []dbTarget, ff failFlags, log *slog.Logger) error {
+func preflight(ctx context.Context, targets []dbTarget, ff failFlags, createDirs bool, log *slog.Logger) error {
 	for _, t := range targets {
-		if err := checkDBPath(t.Path); err != nil {
+		if err := checkDBPath(t.Path, createDirs); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,8 @@
 // Command sluice keeps SQLite databases durable in object storage: a sidecar
 // (replicate, run, restore) and an HTTP server (serve), plus load tests (bench).
 //
-// Each command lives in its own file; this one only dispatches.
+// Each command lives in its own file and registers itself (cli.go); this one
+// only dispatches.
 package main
 
 import (
@@ -9,77 +10,84 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sluicedb/sluice/internal/suggest"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "sluice %s: SQLite, durable in object storage\n\nUsage: sluice COMMAND [flags] [args]   (flags may come before or after the arguments)\n\nCommands:\n", buildVersion())
+	for _, c := range sortedCommands() {
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `
+Run 'sluice help COMMAND' (or 'sluice COMMAND -h') for a command's flags.
+Durations read 90s, 1h30m or 7d; sizes read 4096, 512KB or 8MiB.
 
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string) error
+%s
+`, exitCodes)
 }
 
-// commands is filled by each command file's init, so adding a command touches one file.
-var commands []command
+func main() { os.Exit(dispatch(os.Args[1:])) }
 
-func register(c command) { commands = append(commands, c) }
-
-// exitError carries a specific exit code out of a command.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func usage() {
-	fmt.Fprintf(os.Stderr, "sluice %s: SQLite, durable in object storage\n\nUsage: sluice COMMAND [flags] [args]\n\nCommands:\n", version)
-	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+// dispatch runs the command line args and returns the exit code.
+func dispatch(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return 2
 	}
-	fmt.Fprintf(os.Stderr, "  %-10s %s\n\nRun 'sluice COMMAND -h' for a command's flags.\n\n%s\n", "version", "print the version", exitCodes)
-}
-
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	name, args := os.Args[1], os.Args[2:]
+	name, args := args[0], args[1:]
 	switch name {
-	case "version", "-version", "--version":
-		fmt.Println("sluice", version)
-		return
-	case "help", "-h", "-help", "--help":
-		usage()
-		return
+	case "-version", "--version":
+		name = "version"
+	case "-h", "-help", "--help":
+		usage(os.Stdout)
+		return 0
+	case "help":
+		if len(args) == 0 {
+			usage(os.Stdout)
+			return 0
+		}
+		// `sluice help bench restore` is `sluice bench restore -h`.
+		name, args = args[0], append(args[1:], "-h")
+	}
+	c, ok := findCommand(name)
+	if !ok {
+		msg := fmt.Sprintf("sluice: unknown command %q", name)
+		if s := suggest.Closest(name, commandNames()); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		fmt.Fprintf(os.Stderr, "%s\nRun 'sluice help' for the list of commands.\n", msg)
+		return 2
 	}
 	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
 		stop := startCPUProfile(path)
 		defer stop()
 	}
-	for _, c := range commands {
-		if c.name != name {
-			continue
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := c.execute(ctx, args)
+	stop()
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // help was printed on stdout
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		cmd := ue.cmd
+		if cmd == "" {
+			cmd = name
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := c.run(ctx, args)
-		stop()
-		var ee exitError
-		switch {
-		case err == nil:
-			return
-		case errors.Is(err, flag.ErrHelp):
-			os.Exit(2)
-		case errors.As(err, &ee):
-			os.Exit(ee.code)
-		default:
-			fmt.Fprintf(os.Stderr, "sluice %s: %v\n", name, err)
-			os.Exit(1)
-		}
+		fmt.Fprintf(os.Stderr, "sluice %s: %s\nRun 'sluice help %s' for usage.\n", name, ue.msg, cmd)
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "sluice %s: %v\n", name, err)
+		return 1
 	}
-	fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", name)
-	usage()
-	os.Exit(2)
 }

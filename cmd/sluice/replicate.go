@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -19,7 +20,26 @@ import (
 )
 
 func init() {
-	register(command{name: "replicate", summary: "stream a database another process writes to a replica (sidecar)", run: runReplicate})
+	register(command{
+		name:    "replicate",
+		summary: "stream a database another process writes to a replica (sidecar)",
+		usage: `sluice replicate [flags] DB_PATH REPLICA_URL
+       sluice replicate [flags] -db DB_PATH -replica REPLICA_URL
+       sluice replicate [flags] -config sluice.yml        (a Litestream config works as it is)
+       sluice replicate [flags] -exec "myapp --port 8080"
+
+Checks that the replica can be listed and written, then ships every commit of the
+database to it until SIGTERM/SIGINT, ships everything left and exits 0. With -exec
+(or exec: in the config) it runs the application like 'sluice run' and stops when the
+application exits.
+
+Without DB_PATH, -db or -config, the config is $LITESTREAM_CONFIG, else
+/etc/litestream.yml if it exists.
+
+` + exitCodes,
+		setup:       setupReplicate,
+		longRunning: true,
+	})
 }
 
 // exitFenced is the exit code when another writer took over the replica.
@@ -27,18 +47,27 @@ const exitFenced = 3
 
 type sidecarFlags struct {
 	configPath       string
+	noExpandEnv      bool
+	dbPath           string
+	replicaURL       string
+	exec             string
 	syncInterval     time.Duration
 	snapshotInterval time.Duration
 	retention        time.Duration
 	l0Retention      time.Duration
 	verbose          bool
+	syncIntervalSet  bool
 	lease            leaseFlags
 	fail             failFlags
 }
 
 func (f *sidecarFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.configPath, "config", "", "YAML config listing databases and replicas (Litestream's dbs: shape works)")
-	fs.DurationVar(&f.syncInterval, "interval", time.Second, "ship committed changes at least this often")
+	fs.StringVar(&f.configPath, "config", "", "YAML config listing databases and replicas (a Litestream config works as it is)")
+	fs.BoolVar(&f.noExpandEnv, "no-expand-env", false, "do not expand $VAR and ${VAR} in the config (a password containing $)")
+	fs.StringVar(&f.dbPath, "db", "", "database path, with -replica (instead of -config)")
+	fs.StringVar(&f.replicaURL, "replica", "", "replica URL: s3://BUCKET/PATH, gs://, abs://, file:///DIR (with -db)")
+	fs.DurationVar(&f.syncInterval, "sync-interval", time.Second, "ship committed changes at least this often")
+	fs.DurationVar(&f.syncInterval, "interval", time.Second, "same as -sync-interval")
 	fs.DurationVar(&f.snapshotInterval, "snapshot-interval", 0, "write a full snapshot this often (default 1h)")
 	fs.DurationVar(&f.retention, "retention", 0, "keep what restores any point in this window (default 24h)")
 	fs.DurationVar(&f.l0Retention, "l0-retention", 0, "keep per-sync files this long after compaction (default 5m)")
@@ -47,83 +76,140 @@ func (f *sidecarFlags) register(fs *flag.FlagSet) {
 	f.fail.register(fs)
 }
 
-// resolve turns flags/config/positional args into targets plus compaction settings.
-func (f *sidecarFlags) resolve(args []string) ([]dbTarget, compact.Config, error) {
-	var cc compact.Config
-	var targets []dbTarget
-	switch {
-	case f.configPath != "" && len(args) > 0:
-		return nil, cc, fmt.Errorf("give either -config or DB_PATH REPLICA_URL, not both")
-	case f.configPath != "":
-		cfg, err := loadSidecarConfig(f.configPath)
-		if err != nil {
-			return nil, cc, err
+// sidecarPlan is what replicate and run do, resolved from flags and config.
+type sidecarPlan struct {
+	targets []dbTarget
+	compact compact.Config
+	exec    string // the application to run (replicate -exec, exec: in the config)
+	logger  *slog.Logger
+}
+
+// resolve turns flags, config and positional args into a plan. Flags win
+// over the config. Without DB_PATH, -db or -config, Litestream's default
+// config is used. Notices about config keys that do not apply are logged.
+func (f *sidecarFlags) resolve(cmd string, args []string) (*sidecarPlan, error) {
+	applyLitestreamEnv()
+	plan := &sidecarPlan{exec: f.exec}
+	if f.dbPath != "" || f.replicaURL != "" {
+		if f.dbPath == "" || f.replicaURL == "" {
+			return nil, usagef(cmd, "-db and -replica go together")
 		}
-		if targets, err = cfg.targets(); err != nil {
-			return nil, cc, err
+		if len(args) > 0 {
+			return nil, usagef(cmd, "give -db/-replica or DB_PATH REPLICA_URL, not both")
 		}
-		cc.SnapshotInterval = time.Duration(cfg.SnapshotInterval)
-		cc.Retention = time.Duration(cfg.Retention)
-		cc.L0Retention = time.Duration(cfg.L0Retention)
-	case len(args) == 2:
-		targets = []dbTarget{{Path: args[0], ReplicaURL: args[1]}}
-	default:
-		return nil, cc, fmt.Errorf("want DB_PATH REPLICA_URL or -config FILE")
+		args = []string{f.dbPath, f.replicaURL}
 	}
-	for i := range targets {
-		if targets[i].SyncInterval == 0 {
-			targets[i].SyncInterval = f.syncInterval
+	configPath := f.configPath
+	if configPath == "" && len(args) == 0 {
+		configPath = defaultConfigPath()
+	}
+	var notices []string
+	logging := loggingConfig{}
+	switch {
+	case configPath != "" && len(args) > 0:
+		return nil, usagef(cmd, "give either -config or DB_PATH REPLICA_URL, not both")
+	case configPath != "":
+		cfg, err := loadSidecarConfig(configPath, f.noExpandEnv)
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := os.ReadFile(configPath)
+		notices = inapplicableNotices(raw)
+		if plan.targets, err = cfg.targets(func(s string) { notices = append(notices, s) }); err != nil {
+			return nil, fmt.Errorf("config %s: %w", configPath, err)
+		}
+		plan.compact.SnapshotInterval, plan.compact.Retention = cfg.compaction(func(s string) { notices = append(notices, s) })
+		plan.compact.L0Retention = time.Duration(cfg.L0Retention)
+		if f.exec == "" {
+			plan.exec = cfg.Exec
+		}
+		if f.fail.addr == "" {
+			f.fail.addr = cfg.Addr
+		}
+		logging = cfg.Logging
+	case len(args) == 2:
+		plan.targets = []dbTarget{{Path: args[0], ReplicaURL: args[1]}}
+	case len(args) == 1:
+		return nil, usagef(cmd, "missing REPLICA_URL after %s", args[0])
+	case len(args) > 2:
+		return nil, usagef(cmd, "want DB_PATH REPLICA_URL, got %d arguments: %q", len(args), args)
+	default:
+		return nil, usagef(cmd, "want DB_PATH REPLICA_URL, -db and -replica, or -config FILE (or $LITESTREAM_CONFIG, /etc/litestream.yml)")
+	}
+	for i := range plan.targets {
+		if plan.targets[i].SyncInterval == 0 {
+			plan.targets[i].SyncInterval = f.syncInterval
+		}
+	}
+	if f.syncIntervalSet {
+		for i := range plan.targets {
+			plan.targets[i].SyncInterval = f.syncInterval
 		}
 	}
 	if f.snapshotInterval > 0 {
-		cc.SnapshotInterval = f.snapshotInterval
+		plan.compact.SnapshotInterval = f.snapshotInterval
 	}
 	if f.retention > 0 {
-		cc.Retention = f.retention
+		plan.compact.Retention = f.retention
 	}
 	if f.l0Retention > 0 {
-		cc.L0Retention = f.l0Retention
+		plan.compact.L0Retention = f.l0Retention
 	}
-	return targets, cc, nil
-}
-
-func newLogger(verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
-func runReplicate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("replicate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice replicate [flags] DB_PATH REPLICA_URL\n       sluice replicate -config sluice.yml\n\nChecks that the replica can be listed and written, then ships every commit of the\ndatabase to it until SIGTERM/SIGINT, ships everything left and exits 0.\n\n"+exitCodes+"\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	var sf sidecarFlags
-	sf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	targets, cc, err := sf.resolve(fs.Args())
+	logger, err := configLogger(logging, f.verbose)
 	if err != nil {
-		fs.Usage()
-		return err
+		return nil, fmt.Errorf("config %s: %w", configPath, err)
 	}
-	logger := newLogger(sf.verbose)
-	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
-		return err
+	plan.logger = logger
+	if configPath != "" && f.configPath == "" {
+		logger.Info("using config", "path", configPath)
 	}
-	status := newSidecarStatus(targets, sf.fail)
-	if sf.fail.addr != "" {
-		if err := status.serve(ctx, sf.fail.addr, logger); err != nil {
-			return err
+	for _, n := range notices {
+		logger.Info("config: " + n)
+	}
+	for _, t := range plan.targets {
+		if err := checkReplicaURL(t.ReplicaURL, filepath.Dir(t.Path), logger); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Path, err)
 		}
 	}
-	leases := newSidecarLeases(sf.lease)
-	defer leases.releaseAll(logger)
-	return replicateAll(ctx, targets, cc, logger, leases, status, sf.fail)
+	return plan, nil
+}
+
+func setupReplicate(fs *flag.FlagSet) runFunc {
+	var sf sidecarFlags
+	sf.register(fs)
+	fs.StringVar(&sf.exec, "exec", "", "run this application (one string, split like a shell) and stop when it exits, as 'sluice run' does")
+	return func(ctx context.Context, args []string) error {
+		sf.syncIntervalSet = flagSet(fs, "sync-interval") || flagSet(fs, "interval")
+		plan, err := sf.resolve("replicate", args)
+		if err != nil {
+			return err
+		}
+		if plan.exec != "" {
+			argv, err := splitCommandLine(plan.exec)
+			if err != nil {
+				return fmt.Errorf("exec %q: %w", plan.exec, err)
+			}
+			return superviseApp(ctx, &sf, plan, argv)
+		}
+		logger := plan.logger
+		if err := preflight(ctx, plan.targets, sf.fail, false, logger); err != nil {
+			return err
+		}
+		status := newSidecarStatus(plan.targets, sf.fail)
+		if sf.fail.addr != "" {
+			if err := status.serve(ctx, sf.fail.addr, logger); err != nil {
+				return err
+			}
+		}
+		leases := newSidecarLeases(sf.lease)
+		defer leases.releaseAll(logger)
+		closeStores, err := restoreMissing(ctx, plan.targets, sf.lease, leases, logger, false)
+		if err != nil {
+			return err
+		}
+		defer closeStores()
+		return replicateAll(ctx, plan.targets, plan.compact, logger, leases, status, sf.fail)
+	}
 }
 
 // replicateAll runs one replicator (and its compactor) per database until ctx

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -18,7 +19,19 @@ import (
 )
 
 func init() {
-	register(command{name: "restore", summary: "rebuild a database from a replica, to its latest state or a point in time", run: runRestore})
+	register(command{
+		name:    "restore",
+		summary: "rebuild a database from a replica, to its latest state or a point in time",
+		usage: `sluice restore [flags] REPLICA_URL -o OUT
+       sluice restore [flags] DB_PATH          (finds DB_PATH's replica in -config, $LITESTREAM_CONFIG or /etc/litestream.yml)
+
+Checksums are always verified; the output is written to a temp file, fsynced and renamed,
+so a failed restore leaves nothing behind. -txid and -timestamp pick a point in time.
+Missing folders of the output are created and the file gets the mode the umask gives
+(0644 under umask 022). A damaged or unreadable compacted file is left out (one warning
+line) when lower levels cover its TXIDs.`,
+		setup: setupRestore,
+	})
 }
 
 type restoreFlags struct {
@@ -27,40 +40,79 @@ type restoreFlags struct {
 	timestamp       string
 	ifReplicaExists bool
 	ifDBNotExists   bool
-	integrityCheck  bool
+	integrityCheck  integrityMode
 	parallelism     int
 	configPath      string
+	noExpandEnv     bool
 	quiet           bool
 	verbose         bool
 }
 
-func runRestore(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+// integrityMode is -integrity-check: none, quick or full; the bare flag is full.
+type integrityMode string
+
+func (m *integrityMode) String() string   { return string(*m) }
+func (m *integrityMode) IsBoolFlag() bool { return true }
+func (m *integrityMode) Set(v string) error {
+	switch v {
+	case "true", "full":
+		*m = "full"
+	case "quick":
+		*m = "quick"
+	case "false", "none":
+		*m = ""
+	default:
+		return fmt.Errorf("want none, quick or full, not %q", v)
+	}
+	return nil
+}
+
+func setupRestore(fs *flag.FlagSet) runFunc {
 	var f restoreFlags
-	fs.StringVar(&f.out, "o", "", "output database path (required unless -config names the database)")
+	fs.StringVar(&f.out, "o", "", "output database path (default with a config: the database's own path)")
 	fs.StringVar(&f.txid, "txid", "", "restore up to this TXID (decimal, or 16 hex digits as in file names)")
-	fs.StringVar(&f.timestamp, "timestamp", "", "restore the state as of this time (RFC 3339)")
+	fs.StringVar(&f.timestamp, "timestamp", "", "restore the state as of this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
 	fs.BoolVar(&f.ifReplicaExists, "if-replica-exists", false, "exit 0 without doing anything if the replica is empty")
 	fs.BoolVar(&f.ifDBNotExists, "if-db-not-exists", false, "exit 0 without doing anything if the output already exists")
-	fs.BoolVar(&f.integrityCheck, "integrity-check", false, "run PRAGMA integrity_check before putting the database in place")
+	fs.Var(&f.integrityCheck, "integrity-check", "`MODE`: none, quick (PRAGMA quick_check) or full (PRAGMA integrity_check), run before the database is put in place;\nif it reports anything but ok the restore fails and no file is placed. Given alone: full")
 	fs.IntVar(&f.parallelism, "parallelism", 8, "downloads in flight")
-	fs.StringVar(&f.configPath, "config", "", "sidecar config: restore the database at this path from its configured replica")
+	fs.StringVar(&f.configPath, "config", "", "config file: restore DB_PATH from its configured replica")
+	fs.BoolVar(&f.noExpandEnv, "no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
 	fs.BoolVar(&f.quiet, "q", false, "no progress bar")
 	fs.BoolVar(&f.verbose, "v", false, "log the plan and the time each phase took")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice restore [flags] REPLICA_URL\n       sluice restore -config sluice.yml [-o OUT] DB_PATH\n\nChecksums are always verified; the output is written to a temp file, fsynced and renamed,\nso a failed restore leaves nothing behind.\n\nFlags:")
-		fs.PrintDefaults()
+	return func(ctx context.Context, args []string) error {
+		// Litestream writes `-integrity-check full`: the bool-style flag left
+		// the mode among the arguments.
+		if len(args) == 2 && flagSet(fs, "integrity-check") {
+			for i, a := range args {
+				if a == "quick" || a == "full" || a == "none" {
+					_ = f.integrityCheck.Set(a)
+					args = append(args[:i:i], args[i+1:]...)
+					break
+				}
+			}
+		}
+		return runRestore(ctx, f, args)
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+}
+
+func runRestore(ctx context.Context, f restoreFlags, args []string) error {
+	applyLitestreamEnv()
+	if len(args) != 1 {
+		return usagef("restore", "want exactly one REPLICA_URL or DB_PATH, got %d arguments", len(args))
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("want exactly one REPLICA_URL (or DB_PATH with -config)")
+	url, out := args[0], f.out
+	configPath := f.configPath
+	if configPath == "" && !strings.Contains(url, "://") {
+		// Litestream's `restore DB_PATH`: a path listed in the default config.
+		if p := defaultConfigPath(); p != "" {
+			if _, err := configTarget(p, url, f.noExpandEnv); err == nil {
+				configPath = p
+			}
+		}
 	}
-	url, out := fs.Arg(0), f.out
-	if f.configPath != "" {
-		t, err := configTarget(f.configPath, fs.Arg(0))
+	if configPath != "" {
+		t, err := configTarget(configPath, url, f.noExpandEnv)
 		if err != nil {
 			return err
 		}
@@ -70,15 +122,21 @@ func runRestore(ctx context.Context, args []string) error {
 		}
 	}
 	if out == "" {
-		return fmt.Errorf("-o OUT is required")
+		return usagef("restore", "-o OUT is required")
+	}
+	if err := replicaurl.Check(url); err != nil {
+		return err
 	}
 
-	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck}
+	opts := restore.Options{Parallelism: f.parallelism, IntegrityCheck: f.integrityCheck == "full", QuickCheck: f.integrityCheck == "quick"}
 	if f.verbose {
 		opts.Logger = newLogger(true)
+	} else {
+		// Warnings only: a damaged file left out is said in one line; the summary below says the rest.
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if f.txid != "" && f.timestamp != "" {
-		return fmt.Errorf("-txid and -timestamp are exclusive")
+		return usagef("restore", "-txid and -timestamp are exclusive")
 	}
 	if f.txid != "" {
 		id, err := parseTXID(f.txid)
@@ -143,16 +201,20 @@ func parseTXID(s string) (ltx.TXID, error) {
 }
 
 // configTarget finds dbPath among the config's databases.
-func configTarget(configPath, dbPath string) (dbTarget, error) {
-	cfg, err := loadSidecarConfig(configPath)
+func configTarget(configPath, dbPath string, noExpandEnv bool) (dbTarget, error) {
+	cfg, err := loadSidecarConfig(configPath, noExpandEnv)
 	if err != nil {
 		return dbTarget{}, err
 	}
-	targets, err := cfg.targets()
+	targets, err := cfg.targets(func(string) {})
 	if err != nil {
 		return dbTarget{}, err
 	}
-	want, err := absPath(dbPath)
+	p, err := expandHome(dbPath)
+	if err != nil {
+		return dbTarget{}, err
+	}
+	want, err := absPath(p)
 	if err != nil {
 		return dbTarget{}, err
 	}

@@ -5,57 +5,119 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
 
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
 )
 
 func init() {
-	register(command{name: "run", summary: "container entrypoint: restore if missing, replicate while COMMAND runs", run: runRun})
+	register(command{
+		name:    "run",
+		summary: "container entrypoint: restore if missing, replicate while COMMAND runs",
+		usage: `sluice run [flags] [-config FILE | -db PATH -replica URL] [--] COMMAND [ARGS...]
+
+Restores each database that is missing locally and exists in its replica, then runs
+COMMAND while replicating, forwards signals to it, ships everything once it exits,
+and exits with its exit code. The replica is checked before COMMAND starts; if no
+upload is accepted for -replica-error-budget, COMMAND gets SIGTERM and sluice exits 5.
+Flags go before COMMAND: everything from COMMAND on is the application's.
+
+` + exitCodes,
+		setup:        setupRun,
+		longRunning:  true,
+		argsEndFlags: true,
+	})
 }
 
 // forwardedSignals reach the child; the child decides when to exit, and
 // sluice ships everything after it has.
 var forwardedSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-func runRun(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+func setupRun(fs *flag.FlagSet) runFunc {
 	var sf sidecarFlags
 	sf.register(fs)
-	var dbPath, replicaURL string
-	fs.StringVar(&dbPath, "db", "", "database path (instead of -config)")
-	fs.StringVar(&replicaURL, "replica", "", "replica URL (with -db)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice run [-config FILE | -db PATH -replica URL] [flags] -- COMMAND [ARGS...]\n\nRestores each database that is missing locally and exists in its replica, then runs\nCOMMAND while replicating, forwards signals to it, ships everything once it exits,\nand exits with its exit code. The replica is checked before COMMAND starts; if no\nupload is accepted for -replica-error-budget, COMMAND gets SIGTERM and sluice exits 5.\n\n"+exitCodes+"\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cmdArgs := fs.Args()
-	if len(cmdArgs) == 0 {
-		fs.Usage()
-		return fmt.Errorf("missing COMMAND after --")
-	}
-	var pos []string
-	if dbPath != "" || replicaURL != "" {
-		if dbPath == "" || replicaURL == "" {
-			return fmt.Errorf("-db and -replica go together")
+	return func(ctx context.Context, args []string) error {
+		sf.syncIntervalSet = flagSet(fs, "sync-interval") || flagSet(fs, "interval")
+		plan, err := sf.resolve("run", nil)
+		if err != nil {
+			return err
 		}
-		pos = []string{dbPath, replicaURL}
+		switch {
+		case len(args) > 0:
+		case plan.exec != "":
+			if args, err = splitCommandLine(plan.exec); err != nil {
+				return fmt.Errorf("exec %q: %w", plan.exec, err)
+			}
+		default:
+			return usagef("run", "missing COMMAND: sluice run [flags] -- COMMAND [ARGS...]")
+		}
+		return superviseApp(ctx, &sf, plan, args)
 	}
-	targets, cc, err := sf.resolve(pos)
-	if err != nil {
-		return err
+}
+
+// restoreMissing restores each database missing locally that exists in its
+// replica (only those with restore-if-db-not-exists unless all), and records
+// the position so replication continues instead of re-uploading. With
+// -lease the lease comes first, so the restore sees the previous holder's
+// final upload. The returned func closes the stores, which keep the leases
+// renewed until then.
+func restoreMissing(ctx context.Context, targets []dbTarget, lf leaseFlags, leases *sidecarLeases, logger *slog.Logger, all bool) (func(), error) {
+	var stores []replica.Store
+	closeAll := func() {
+		for _, s := range stores {
+			s.Close()
+		}
 	}
-	logger := newLogger(sf.verbose)
+	for _, t := range targets {
+		if !all && !t.RestoreIfMissing {
+			continue
+		}
+		if _, err := os.Stat(t.Path); err == nil && !lf.on {
+			continue
+		}
+		store, err := replicaurl.Open(ctx, t.ReplicaURL)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: %w", t.Path, err)
+		}
+		stores = append(stores, store)
+		if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
+			closeAll()
+			return nil, err
+		}
+		if _, err := os.Stat(t.Path); err == nil {
+			continue
+		}
+		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger})
+		switch {
+		case errors.Is(err, restore.ErrNoReplica):
+			logger.Info("no replica yet; starting with a new database", "db", t.Path)
+		case err != nil:
+			closeAll()
+			return nil, fmt.Errorf("restore %s on boot: %w", t.Path, err)
+		default:
+			logger.Info("restored on boot", "db", t.Path, "txid", res.Pos.TXID.String(), "files", len(res.Files))
+			if err := engine.RecordPosition(t.Path, store.String(), res.Pos); err != nil {
+				logger.Warn("cannot record the restored position", "err", err)
+			}
+		}
+	}
+	return closeAll, nil
+}
+
+// superviseApp restores what is missing, then runs the application cmdArgs
+// while replicating, and returns its exit code once everything is shipped.
+func superviseApp(ctx context.Context, sf *sidecarFlags, plan *sidecarPlan, cmdArgs []string) error {
+	targets, cc, logger := plan.targets, plan.compact, plan.logger
 	// Nothing starts before the paths and replicas are known to work.
-	if err := preflight(ctx, targets, sf.fail, logger); err != nil {
+	if err := preflight(ctx, targets, sf.fail, true, logger); err != nil {
 		return err
 	}
 	status := newSidecarStatus(targets, sf.fail)
@@ -68,38 +130,11 @@ func runRun(ctx context.Context, args []string) error {
 	}
 	leases := newSidecarLeases(sf.lease)
 	defer leases.releaseAll(logger)
-
-	// Restore on boot (seed 000's entrypoint): only what is missing locally.
-	for _, t := range targets {
-		if _, err := os.Stat(t.Path); err == nil && !sf.lease.on {
-			continue
-		}
-		store, err := replicaurl.Open(ctx, t.ReplicaURL)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.Path, err)
-		}
-		defer store.Close() // also renews the lease until exit
-		// With -lease the lease comes first, so the restore sees the previous holder's final upload.
-		if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
-			return err
-		}
-		if _, err := os.Stat(t.Path); err == nil {
-			continue
-		}
-		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger})
-		switch {
-		case errors.Is(err, restore.ErrNoReplica):
-			logger.Info("no replica yet; starting with a new database", "db", t.Path)
-		case err != nil:
-			return fmt.Errorf("restore %s on boot: %w", t.Path, err)
-		default:
-			logger.Info("restored on boot", "db", t.Path, "txid", res.Pos.TXID.String(), "files", len(res.Files))
-			// Replication then continues from this TXID instead of re-uploading.
-			if err := engine.RecordPosition(t.Path, store.String(), res.Pos); err != nil {
-				logger.Warn("cannot record the restored position", "err", err)
-			}
-		}
+	closeStores, err := restoreMissing(ctx, targets, sf.lease, leases, logger, true)
+	if err != nil {
+		return err
 	}
+	defer closeStores()
 
 	// Replication outlives the signal that stops the child: it ships after the child exits.
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))

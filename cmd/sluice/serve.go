@@ -4,14 +4,33 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/confyaml"
+	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/server"
 )
 
 func init() {
-	register(command{name: "serve", summary: "serve many SQLite databases over HTTP (Hrana + JSON), every write durable in the bucket", run: runServe})
+	register(command{
+		name:    "serve",
+		summary: "serve many SQLite databases over HTTP (Hrana + JSON), every write durable in the bucket",
+		usage: `sluice serve [flags]
+
+Serves the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.
+With -durability sync (the default) a write is answered only once the bucket holds it.
+SIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.
+The replica is checked (listed and written) before listening; /health answers while the
+process runs, /ready only while the replica takes writes. Without -addr (or addr: in the
+config), $PORT is honoured as on Cloud Run: the server listens on :$PORT.
+Flags override the config file.
+
+` + exitCodes,
+		setup:       setupServe,
+		longRunning: true,
+	})
 }
 
 // tokenFlags collects repeated -token TOKEN[:ro|rw[:db1,db2]] flags.
@@ -32,17 +51,16 @@ func (t *tokenFlags) Set(v string) error {
 	return nil
 }
 
-func runServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice serve [flags]\n\nServes the databases <data>/<name>.db over HTTP, each replicated to <replica>/<name>/.\nWith -durability sync (the default) a write is answered only once the bucket holds it.\nSIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.\nThe replica is checked (listed and written) before listening; /health answers while the\nprocess runs, /ready only while the replica takes writes.\n\n"+exitCodes+"\n\nFlags (override the config file):")
-		fs.PrintDefaults()
-	}
+func setupServe(fs *flag.FlagSet) runFunc {
 	def := server.Defaults()
 	configPath := fs.String("config", "", "YAML config file (tokens, limits, group and Hrana tuning; $VARS are expanded)")
+	noExpandEnv := fs.Bool("no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
 	data := fs.String("data", def.DataDir, "directory holding the databases")
-	replicaURL := fs.String("replica", def.Replica, "replica URL (file://, s3://, gs://, abs://)")
-	listen := fs.String("listen", def.Listen, "HTTP listen address")
+	replicaURL := fs.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR)")
+	listen := fs.String("addr", def.Listen, "HTTP listen address (default: :$PORT when $PORT is set)")
+	fs.StringVar(listen, "listen", def.Listen, "same as -addr")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes")
+	tlsKey := fs.String("tls-key", "", "PEM private key file of -tls-cert")
 	durability := fs.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit")
 	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
 	var tokens tokenFlags
@@ -56,67 +74,80 @@ func runServe(ctx context.Context, args []string) error {
 	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
 	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
 	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
+	var maxBody units.Size
+	fs.Var(&maxBody, "max-body-size", "largest request body (e.g. 8MiB; default 8MiB)")
 	verbose := fs.Bool("v", false, "debug logging")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	cfg := def
-	if *configPath != "" {
-		var err error
-		if cfg, err = server.LoadConfig(*configPath); err != nil {
-			return err
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("serve", "unexpected arguments: %q (serve takes only flags)", args)
 		}
-	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "data":
-			cfg.DataDir = *data
-		case "replica":
-			cfg.Replica = *replicaURL
-		case "listen":
-			cfg.Listen = *listen
-		case "durability":
-			cfg.Durability = *durability
-		case "allow-unauthenticated-remote":
-			cfg.AllowUnauthenticatedRemote = *allowRemote
-		case "lease":
-			cfg.Lease.Enabled = *leaseOn
-		case "lease-ttl":
-			cfg.Lease.TTL = server.Duration(*leaseTTL)
-		case "advertise":
-			cfg.Lease.Advertise = *advertise
-		case "follow":
-			cfg.Lease.Follow = *followOnly
-		case "max-open-databases":
-			cfg.Limits.MaxOpenDatabases = *maxOpen
-		case "database-idle-timeout":
-			cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
-		case "follow-poll":
-			cfg.Lease.PollInterval = server.Duration(*followPoll)
-		case "idempotency-window":
-			cfg.IdempotencyWindow = server.Duration(*idemWindow)
-		case "replica-error-budget":
+		cfg := def
+		if *configPath != "" {
+			var err error
+			if cfg, err = server.LoadConfigWith(*configPath, confyaml.Options{NoExpandEnv: *noExpandEnv}); err != nil {
+				return err
+			}
+		}
+		// Cloud Run (and others) say which port to listen on in $PORT.
+		if port := os.Getenv("PORT"); port != "" && !flagSet(fs, "addr") && !flagSet(fs, "listen") && cfg.Listen == def.Listen {
+			cfg.Listen = ":" + port
+		}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "data":
+				cfg.DataDir = *data
+			case "replica":
+				cfg.Replica = *replicaURL
+			case "addr", "listen":
+				cfg.Listen = *listen
+			case "tls-cert":
+				cfg.TLSCert = *tlsCert
+			case "tls-key":
+				cfg.TLSKey = *tlsKey
+			case "max-body-size":
+				cfg.Limits.MaxBodyBytes = maxBody
+			case "durability":
+				cfg.Durability = *durability
+			case "allow-unauthenticated-remote":
+				cfg.AllowUnauthenticatedRemote = *allowRemote
+			case "lease":
+				cfg.Lease.Enabled = *leaseOn
+			case "lease-ttl":
+				cfg.Lease.TTL = server.Duration(*leaseTTL)
+			case "advertise":
+				cfg.Lease.Advertise = *advertise
+			case "follow":
+				cfg.Lease.Follow = *followOnly
+			case "max-open-databases":
+				cfg.Limits.MaxOpenDatabases = *maxOpen
+			case "database-idle-timeout":
+				cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
+			case "follow-poll":
+				cfg.Lease.PollInterval = server.Duration(*followPoll)
+			case "idempotency-window":
+				cfg.IdempotencyWindow = server.Duration(*idemWindow)
+			case "replica-error-budget":
+				cfg.ReplicaErrorBudget = server.Duration(*budget)
+			}
+		})
+		if cfg.ReplicaErrorBudget <= 0 {
 			cfg.ReplicaErrorBudget = server.Duration(*budget)
 		}
-	})
-	if cfg.ReplicaErrorBudget <= 0 {
-		cfg.ReplicaErrorBudget = server.Duration(*budget)
+		logger := newLogger(*verbose)
+		if err := checkReplicaURL(cfg.Replica, cfg.DataDir, logger); err != nil {
+			return err
+		}
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
+		if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
+			return err
+		}
+		cfg.Tokens = append(cfg.Tokens, tokens...)
+		srv, err := server.New(ctx, cfg, logger, buildVersion())
+		if err != nil {
+			return err
+		}
+		return srv.ListenAndServe(ctx)
 	}
-	logger := newLogger(*verbose)
-	if err := checkDataDir(cfg.DataDir); err != nil {
-		return err
-	}
-	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
-		return err
-	}
-	cfg.Tokens = append(cfg.Tokens, tokens...)
-	srv, err := server.New(ctx, cfg, logger, version)
-	if err != nil {
-		return err
-	}
-	return srv.ListenAndServe(ctx)
 }

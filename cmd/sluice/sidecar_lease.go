@@ -18,7 +18,7 @@ import (
 
 // Leases in sidecar mode (-lease): a replicating process first takes the
 // database's lease in the bucket (package lease), so two overlapping
-// containers (seed 000: an old and a new revision) cannot both ship. The
+// containers (an old and a new revision during a deploy) cannot both ship. The
 // second waits for the first to release it on exit (or for it to expire),
 // or with -lease-fail-fast exits at once. `sluice run` takes the lease
 // before its boot restore, so it restores the first container's final state.

@@ -43,12 +43,15 @@ type Config struct {
 	Account    string
 }
 
-// ParseURL parses abs://container/prefix?endpoint=… (az:// is accepted too).
+// ParseURL parses abs://[ACCOUNT@]container/prefix?endpoint=… (az:// is accepted too).
 func ParseURL(u *url.URL) (Config, error) {
 	if u.Scheme != "abs" && u.Scheme != "az" {
 		return Config{}, fmt.Errorf("azure store: URL %q: scheme must be abs", u.Redacted())
 	}
 	c := Config{Container: u.Host, Prefix: strings.Trim(u.Path, "/"), Endpoint: u.Query().Get("endpoint")}
+	if u.User != nil { // Litestream's abs://ACCOUNT@CONTAINER/PATH
+		c.Account = u.User.Username()
+	}
 	if c.Container == "" {
 		return Config{}, fmt.Errorf("azure store: URL %q has no container: use abs://CONTAINER/PREFIX", u.Redacted())
 	}

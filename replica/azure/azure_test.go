@@ -40,6 +40,10 @@ func TestParseURL(t *testing.T) {
 	if err != nil || c != (azure.Config{Container: "cont", Prefix: "a/b", Endpoint: "http://127.0.0.1:10000/devstoreaccount1"}) {
 		t.Errorf("ParseURL = %+v, %v", c, err)
 	}
+	u, _ = url.Parse("abs://myaccount@cont/db")
+	if c, err := azure.ParseURL(u); err != nil || c != (azure.Config{Container: "cont", Prefix: "db", Account: "myaccount"}) {
+		t.Errorf("ParseURL with an account = %+v, %v", c, err)
+	}
 	u, _ = url.Parse("abs:///prefix")
 	if _, err := azure.ParseURL(u); err == nil {
 		t.Error("ParseURL without a container succeeded")

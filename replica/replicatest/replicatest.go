@@ -220,7 +220,7 @@ func testPutIfAbsent(t *testing.T, s replica.Store) {
 	}
 }
 
-// testPutIfAbsentRace is invariant 2 in miniature: many writers race for one
+// testPutIfAbsentRace is ARCHITECTURE.md invariant 2 in miniature: many writers race for one
 // key; exactly one owns it and the stored body is that writer's.
 func testPutIfAbsentRace(t *testing.T, s replica.Store) {
 	const writers = 16

@@ -7,7 +7,6 @@ package replicaurl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -25,13 +24,15 @@ var Schemes = []string{"file", "s3", "gs", "abs"}
 
 // Open opens the store rawURL names:
 //
-//	/abs/path, rel/path, file:///abs/path, file://rel/path, file://./rel
+//	/abs/path, rel/path, file:///abs/path, file://./rel/path
 //	s3://bucket/prefix?endpoint=…&region=…&force-path-style=true&skip-verify=true
 //	gs://bucket/prefix?endpoint=…        (or STORAGE_EMULATOR_HOST)
 //	abs://container/prefix?endpoint=…    (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY)
+//
+// A URL that Check finds malformed is refused rather than taken as a directory.
 func Open(ctx context.Context, rawURL string) (replica.Store, error) {
-	if strings.TrimSpace(rawURL) == "" {
-		return nil, errors.New("empty replica URL: give a directory or an s3://, gs://, abs:// URL")
+	if err := Check(rawURL); err != nil {
+		return nil, err
 	}
 	if !strings.Contains(rawURL, "://") {
 		return file.New(rawURL)
@@ -60,8 +61,8 @@ func Open(ctx context.Context, rawURL string) (replica.Store, error) {
 }
 
 // FilePath returns the directory a file:// URL names. file:///abs is absolute
-// (so is file://localhost/abs); file://x/y and file://./x are relative to the
-// working directory.
+// (so is file://localhost/abs); file://./x and file://../x are relative to
+// the working directory.
 func FilePath(u *url.URL) (string, error) {
 	var p string
 	switch u.Host {

@@ -27,8 +27,7 @@ func TestFileURLs(t *testing.T) {
 		"file:///abs/path/":    "/abs/path",
 		"file://localhost/abs": "/abs",
 		"file://./x":           filepath.Join(wd, "x"),
-		"file://x":             filepath.Join(wd, "x"),
-		"file://x/y/z":         filepath.Join(wd, "x/y/z"),
+		"file://./x/y/z":       filepath.Join(wd, "x/y/z"),
 		"file://../up":         filepath.Join(wd, "../up"),
 		"odd:name/with:colons": filepath.Join(wd, "odd:name/with:colons"),
 	} {
@@ -106,6 +105,41 @@ func TestBadURLs(t *testing.T) {
 		_, err := replicaurl.Open(context.Background(), in)
 		if err == nil || !strings.Contains(err.Error(), wantMsg) {
 			t.Errorf("Open(%q): err = %v, want one containing %q", in, err, wantMsg)
+		}
+	}
+}
+
+// Typos are refused with what was probably meant, never taken as a local folder.
+func TestMalformedURLsAreRefusedWithASuggestion(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3:/bucket/app":      "did you mean s3://bucket/app?",
+		"s3:bucket/app":       "did you mean s3://bucket/app?",
+		"file:/tmp/x":         "did you mean file:///tmp/x?",
+		"file://tmp/x":        "did you mean file:///tmp/x?",
+		"gs:/bkt/db":          "did you mean gs://bkt/db?",
+		"sftp://host/backups": `unknown scheme "sftp"`,
+		"s4://bucket/app":     "did you mean s3://bucket/app?",
+		"s3:///app":           "no bucket (did you mean s3://app?)",
+		"gs://":               "no bucket",
+		"abs:///":             "no container",
+		"  ":                  "empty replica URL",
+		"file://":             "names no directory",
+		"htps:/bucket":        "malformed",
+	} {
+		err := replicaurl.Check(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v, want an error containing %q", in, err, want)
+		}
+		if _, err := replicaurl.Open(context.Background(), in); err == nil {
+			t.Errorf("Open(%q) accepted a malformed URL", in)
+		}
+		if _, err := os.Stat(strings.SplitN(strings.TrimSpace(in), "/", 2)[0]); err == nil && strings.Contains(in, ":") {
+			t.Errorf("Open(%q) created a local folder", in)
+		}
+	}
+	for _, ok := range []string{"s3://bucket/app", "file:///tmp/x", "file://./rel", "/var/lib/x", "rel/dir", "backup:2026/x", "gs://b", "abs://c/p"} {
+		if err := replicaurl.Check(ok); err != nil {
+			t.Errorf("Check(%q): %v", ok, err)
 		}
 	}
 }

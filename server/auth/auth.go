@@ -55,6 +55,9 @@ type Principal struct {
 	// subject, or a hash of a JWT without one), never the secret itself.
 	// Streams and quotas are keyed by it.
 	ID string
+	// Expires is when the credential stops being valid (a JWT's exp); zero
+	// for static tokens. Long-lived connections close then.
+	Expires time.Time
 }
 
 // Key is the identity a stream is bound to: the credential and the access
@@ -221,6 +224,9 @@ func (a *Authenticator) verifyJWT(tok string) (*Principal, error) {
 		id = "jwt-sub:" + c.Subject
 	}
 	p := &Principal{Name: "jwt", Access: acc, ID: id}
+	if c.ExpiresAt != nil {
+		p.Expires = c.ExpiresAt.Time
+	}
 	if c.ID != "" {
 		p.Databases = []string{c.ID}
 	}

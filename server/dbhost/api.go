@@ -41,6 +41,9 @@ type Stmt struct {
 	Args      []Value
 	NamedArgs map[string]Value
 	WantRows  bool // false: rows are stepped but not returned
+	// StrictArgs makes a parameter left without an argument an error
+	// (CodeArgsInvalid) instead of NULL, as Hrana requires.
+	StrictArgs bool
 }
 
 // Column describes one result column.
@@ -109,6 +112,11 @@ type Database interface {
 type Session interface {
 	Conn
 	Close(ctx context.Context) (Bookmark, error)
+	// StateChanged reports whether the connection differs from a fresh one
+	// (a connection-state pragma was changed, or TEMP objects exist). A
+	// client that keeps a session while it does sees its own settings and
+	// TEMP objects in later requests, as on a connection to a local file.
+	StateChanged() bool
 }
 
 // Errors with a stable code, for the HTTP layers to map to statuses.

@@ -4,31 +4,48 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
+	"github.com/sluicedb/sluice/internal/sqlitestmt"
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"zombiezen.com/go/sqlite"
 )
 
 // conn implements Conn over one zombiezen connection.
 type conn struct {
 	c        *sqlite.Conn
+	in       sqlitestmt.Inspector
 	g        *guard
 	timeout  time.Duration // per-statement time limit
 	readOnly bool
 	cached   map[string]bool // statements zombiezen caches on this connection
 	intr     *interrupter
+	wrote    bool // the last Exec ran a statement SQLite does not call read-only
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
 // inline values into SQL would otherwise grow it without limit.
 const maxCachedStmts = 256
 
+// connRole says who uses a connection, which decides what the guard allows.
+type connRole int
+
+const (
+	sharedWriter connRole = iota // the group writer: requests share its transaction
+	sharedReader                 // a pooled read connection (query_only)
+	ownWriter                    // a session of a read-write client
+	ownReader                    // a session of a read-only client (query_only)
+)
+
+func (r connRole) readOnly() bool { return r == sharedReader || r == ownReader }
+
 // openConn opens one connection to path with sluice's settings: WAL, the
 // guard authorizer, extension loading off (SQLite's default, kept), and
 // query_only for readers.
-func openConn(path string, readOnly bool, timeout time.Duration) (*conn, error) {
+func openConn(path string, role connRole, timeout time.Duration) (*conn, error) {
 	c, err := sqliteconn.Open(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL|sqlite.OpenNoMutex)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -39,23 +56,34 @@ func openConn(path string, readOnly bool, timeout time.Duration) (*conn, error) 
 	pragmas := []string{
 		"PRAGMA synchronous=NORMAL",   // durability comes from the bucket, not fsync
 		"PRAGMA wal_autocheckpoint=0", // the engine checkpoints after shipping
-		"PRAGMA foreign_keys=ON",
 	}
-	if readOnly {
+	cn, err := newConn(c, role, timeout, pragmas...)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return cn, nil
+}
+
+// newConn applies pragmas and the role's settings to c and installs the
+// guard; on failure it closes c.
+func newConn(c *sqlite.Conn, role connRole, timeout time.Duration, pragmas ...string) (*conn, error) {
+	pragmas = append(pragmas, "PRAGMA foreign_keys=ON") // sharedDefaults records it
+	if role.readOnly() {
 		pragmas = append(pragmas, "PRAGMA query_only=1")
 	}
 	for _, p := range pragmas {
 		if err := execSimple(c, p); err != nil {
 			sqliteconn.Close(c)
-			return nil, fmt.Errorf("open %s: %s: %w", path, p, err)
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
-	g := &guard{}
+	g := &guard{shared: role == sharedWriter || role == sharedReader, readOnly: role.readOnly(), noTx: role == sharedWriter}
 	if err := c.SetAuthorizer(g); err != nil {
 		sqliteconn.Close(c)
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	return &conn{c: c, g: g, timeout: timeout, readOnly: readOnly, cached: map[string]bool{}, intr: newInterrupter(c)}, nil
+	return &conn{c: c, in: sqlitestmt.For(c), g: g, timeout: timeout, readOnly: role.readOnly(),
+		cached: map[string]bool{}, intr: newInterrupter(c)}, nil
 }
 
 func execSimple(c *sqlite.Conn, query string) error {
@@ -64,6 +92,9 @@ func execSimple(c *sqlite.Conn, query string) error {
 		return err
 	}
 	defer st.Finalize()
+	if sqlitestmt.Empty(st) {
+		return nil
+	}
 	for {
 		row, err := st.Step()
 		if err != nil || !row {
@@ -80,52 +111,98 @@ func (c *conn) close() error {
 func (c *conn) Autocommit() bool { return c.c.AutocommitEnabled() }
 
 // Exec runs every statement in st.SQL in order and returns the last one's
-// result; arguments bind to each statement.
-func (c *conn) Exec(ctx context.Context, st Stmt) (Result, error) {
-	if strings.TrimSpace(st.SQL) == "" {
-		return Result{}, errorf(CodeBadRequest, http.StatusBadRequest, "empty SQL statement")
-	}
-	if firstKeyword(st.SQL) == "VACUUM" {
+// result; arguments bind to each statement. SQL that holds no statement
+// (blanks, comments, semicolons) returns an empty result, as SQLite does.
+func (c *conn) Exec(ctx context.Context, st Stmt) (res Result, err error) {
+	if sqltext.FirstKeyword(st.SQL) == "VACUUM" {
 		// VACUUM INTO writes a file anywhere; plain VACUUM rewrites the whole
 		// database under the write lock. Neither belongs on a shared server.
 		return Result{}, errorf(CodeForbidden, http.StatusForbidden, "statement refused: VACUUM is not available through the server")
 	}
+	if strings.IndexByte(st.SQL, 0) >= 0 {
+		return Result{}, errNUL
+	}
 	c.intr.arm(ctx, c.timeout)
-	c.g.reason = ""
-	res, err := c.exec(st)
-	fired := c.intr.disarm() == interruptedByDeadline
-	return res, sqlErrorWhy(err, fired, c.g.reason)
+	c.g.reset()
+	c.wrote = false
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = Result{}, panicError(p)
+		}
+		fired := c.intr.disarm() == interruptedByDeadline
+		err = c.sqlError(err, fired)
+	}()
+	return c.exec(st)
+}
+
+// errNUL refuses SQL with a NUL character, where SQLite would silently
+// stop reading the text.
+var errNUL = errorf("SQLITE_ERROR", http.StatusBadRequest, "the SQL text contains a NUL character")
+
+// panicError reports a panic of the SQLite layer as an error: no input may
+// take the process, or a lock it holds, down with it.
+func panicError(p any) *Error {
+	return errorf("INTERNAL", http.StatusInternalServerError, fmt.Sprintf("internal error while running the statement (%v); it was not applied", p))
+}
+
+// prepare returns sql's first statement: cached on the connection when the
+// text is one statement and the cache has room, else transient (finalize
+// says which). rest is the text after the first statement.
+func (c *conn) prepare(sql string) (s *sqlite.Stmt, rest string, finalize bool, err error) {
+	if c.cached[sql] || len(c.cached) < maxCachedStmts {
+		s, err := c.c.Prepare(sql)
+		if err == nil {
+			if sqlitestmt.Empty(s) { // never keep a statement that cannot be reset
+				s.Finalize()
+				delete(c.cached, sql)
+				return s, "", false, nil
+			}
+			c.cached[sql] = true
+			return s, "", false, nil
+		}
+		if !strings.Contains(err.Error(), "trailing bytes") {
+			return nil, "", false, err
+		}
+	}
+	s, trailing, err := c.c.PrepareTransient(sql)
+	if err != nil {
+		return nil, "", false, err
+	}
+	return s, sql[len(sql)-trailing:], true, nil
 }
 
 func (c *conn) exec(st Stmt) (Result, error) {
 	start := time.Now()
-	// Fast path: one statement, prepared once and cached on the connection.
-	if c.cached[st.SQL] || len(c.cached) < maxCachedStmts {
-		s, err := c.c.Prepare(st.SQL)
-		if err == nil {
-			c.cached[st.SQL] = true
-			res, err := c.run(s, st, st.SQL, start)
-			s.Reset()
-			s.ClearBindings()
-			return res, err
-		} else if !strings.Contains(err.Error(), "trailing bytes") {
-			return Result{}, err
-		}
-	}
 	var res Result
-	rest := st.SQL
-	for strings.TrimSpace(rest) != "" {
-		s, trailing, err := c.c.PrepareTransient(rest)
+	rest, ran := st.SQL, false
+	for !ran || !sqltext.IsBlank(rest) {
+		s, next, finalize, err := c.prepare(rest)
 		if err != nil {
 			return Result{}, err
 		}
-		text := rest[:len(rest)-trailing]
-		rest = rest[len(rest)-trailing:]
-		if s == nil { // only a comment or ';'
+		if finalize && len(next) == len(rest) { // nothing consumed: never loop on it
+			s.Finalize()
+			return Result{}, errorf("SQLITE_ERROR", http.StatusBadRequest, "cannot parse the SQL text")
+		}
+		text := rest[:len(rest)-len(next)]
+		rest, ran = next, true
+		if sqlitestmt.Empty(s) {
+			err := bindArgs(s, st, false) // arguments for no statement are an error
+			if finalize {
+				s.Finalize()
+			}
+			if err != nil {
+				return Result{}, err
+			}
 			continue
 		}
 		res, err = c.run(s, st, text, start)
-		s.Finalize()
+		if finalize {
+			s.Finalize()
+		} else {
+			s.Reset()
+			s.ClearBindings()
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -134,18 +211,15 @@ func (c *conn) exec(st Stmt) (Result, error) {
 }
 
 func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Result, error) {
-	if err := bindArgs(s, st); err != nil {
+	if err := bindArgs(s, st, c.in.Explain(s)); err != nil {
 		return Result{}, err
 	}
-	var res Result
-	n := s.ColumnCount()
-	if n > 0 {
-		res.Columns = make([]Column, n)
-		for i := range res.Columns {
-			res.Columns[i] = Column{Name: s.ColumnName(i)}
-		}
+	if !c.in.ReadOnly(s) {
+		c.wrote = true
 	}
-	kw := firstKeyword(text)
+	res := Result{Columns: c.columns(s)}
+	n := len(res.Columns)
+	kw := sqltext.FirstKeyword(text)
 	var before int64
 	if kw == "WITH" {
 		before = c.totalChanges()
@@ -173,6 +247,20 @@ func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Resul
 	res.LastInsertRowID = c.c.LastInsertRowID()
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// columns names s's result columns as SQLite does, repeated names kept, with
+// their declared types.
+func (c *conn) columns(s *sqlite.Stmt) []Column {
+	n := s.ColumnCount()
+	if n == 0 {
+		return nil
+	}
+	cols := make([]Column, n)
+	for i := range cols {
+		cols[i] = Column{Name: c.in.ColumnName(s, i), DeclType: c.in.DeclType(s, i)}
+	}
+	return cols
 }
 
 func (c *conn) totalChanges() int64 {
@@ -208,8 +296,11 @@ func readRow(s *sqlite.Stmt, n int) []Value {
 	return row
 }
 
-func bindArgs(s *sqlite.Stmt, st Stmt) error {
+func bindArgs(s *sqlite.Stmt, st Stmt, explain bool) error {
 	count := s.BindParamCount()
+	if st.StrictArgs && max(len(st.Args), len(st.NamedArgs)) > count {
+		return argsInvalid(fmt.Sprintf("too many parameters, expected %d found %d", count, max(len(st.Args), len(st.NamedArgs))))
+	}
 	if len(st.Args) > count {
 		return errorf(CodeBadRequest, http.StatusBadRequest,
 			fmt.Sprintf("%d arguments given but the statement has %d parameters", len(st.Args), count))
@@ -217,23 +308,35 @@ func bindArgs(s *sqlite.Stmt, st Stmt) error {
 	for i, v := range st.Args {
 		bind(s, i+1, v)
 	}
-	if len(st.NamedArgs) == 0 {
+	bound := len(st.Args) // parameters 1..bound have a value
+	if len(st.NamedArgs) == 0 && (!st.StrictArgs || bound == count) {
 		return nil
 	}
 	for i := 1; i <= count; i++ {
 		name := s.BindParamName(i)
-		if name == "" {
-			continue
+		if name != "" && len(st.NamedArgs) > 0 {
+			v, ok := st.NamedArgs[name]
+			if !ok { // accept keys given without their prefix
+				v, ok = st.NamedArgs[name[1:]]
+			}
+			if ok {
+				bind(s, i, v)
+				continue
+			}
 		}
-		v, ok := st.NamedArgs[name]
-		if !ok { // accept keys given without their prefix
-			v, ok = st.NamedArgs[name[1:]]
-		}
-		if ok {
-			bind(s, i, v)
+		// EXPLAIN only compiles the statement: sqld lets it go without values.
+		if st.StrictArgs && i > bound && !explain {
+			if name == "" {
+				name = strconv.Itoa(i)
+			}
+			return argsInvalid("value for parameter " + name + " not found")
 		}
 	}
 	return nil
+}
+
+func argsInvalid(why string) *Error {
+	return errorf(CodeArgsInvalid, http.StatusBadRequest, "Arguments do not match SQL parameters: "+why)
 }
 
 func bind(s *sqlite.Stmt, i int, v Value) {
@@ -251,67 +354,57 @@ func bind(s *sqlite.Stmt, i int, v Value) {
 	}
 }
 
-// Describe prepares sql without running it.
-func (c *conn) Describe(ctx context.Context, sql string) (Description, error) {
+// Describe prepares sql without running it. ReadOnly is SQLite's own
+// verdict (sqlite3_stmt_readonly) for every statement in sql, as prepared on
+// this connection now; EXPLAIN counts as a read. Params and Columns describe
+// the last statement, the one whose result Exec returns.
+func (c *conn) Describe(ctx context.Context, sql string) (d Description, err error) {
+	if strings.IndexByte(sql, 0) >= 0 {
+		return Description{}, errNUL
+	}
 	c.intr.arm(ctx, c.timeout)
-	defer c.intr.disarm()
-	c.g.writes, c.g.reason = false, ""
-	s, _, err := c.c.PrepareTransient(sql)
-	if err != nil {
-		return Description{}, sqlErrorWhy(err, false, c.g.reason)
-	}
-	if s == nil {
-		return Description{ReadOnly: true}, nil
-	}
-	defer s.Finalize()
-	d := Description{ReadOnly: !c.g.writes, Explain: firstKeyword(sql) == "EXPLAIN"}
-	for i := 1; i <= s.BindParamCount(); i++ {
-		d.Params = append(d.Params, s.BindParamName(i))
-	}
-	for i := 0; i < s.ColumnCount(); i++ {
-		d.Columns = append(d.Columns, Column{Name: s.ColumnName(i)})
+	c.g.reset()
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = Description{}, panicError(p)
+		}
+		c.intr.disarm()
+		err = c.sqlError(err, false)
+	}()
+	d.ReadOnly = true
+	rest, ran := sql, false
+	for !ran || !sqltext.IsBlank(rest) {
+		s, next, finalize, err := c.prepare(rest)
+		if err != nil {
+			return Description{}, err
+		}
+		if finalize && len(next) == len(rest) {
+			s.Finalize()
+			return Description{}, errorf("SQLITE_ERROR", http.StatusBadRequest, "cannot parse the SQL text")
+		}
+		rest, ran = next, true
+		if !sqlitestmt.Empty(s) {
+			explain := c.in.Explain(s)
+			d.ReadOnly = d.ReadOnly && (explain || c.in.ReadOnly(s))
+			d.Explain, d.Params, d.Columns = explain, nil, c.columns(s)
+			for i := 1; i <= s.BindParamCount(); i++ {
+				d.Params = append(d.Params, s.BindParamName(i))
+			}
+		}
+		if finalize {
+			s.Finalize()
+		}
 	}
 	return d, nil
 }
 
-// firstKeyword returns the upper-cased first keyword of sql, skipping
-// whitespace and comments.
-func firstKeyword(sql string) string {
-	for {
-		sql = strings.TrimLeft(sql, " \t\r\n;")
-		switch {
-		case strings.HasPrefix(sql, "--"):
-			i := strings.IndexByte(sql, '\n')
-			if i < 0 {
-				return ""
-			}
-			sql = sql[i:]
-		case strings.HasPrefix(sql, "/*"):
-			i := strings.Index(sql, "*/")
-			if i < 0 {
-				return ""
-			}
-			sql = sql[i+2:]
-		default:
-			end := 0
-			for end < len(sql) && (sql[end]|0x20 >= 'a' && sql[end]|0x20 <= 'z') {
-				end++
-			}
-			return strings.ToUpper(sql[:end])
-		}
+// sqlError maps an error of the connection to an *Error, with the guard's
+// reason when the guard refused the statement.
+func (c *conn) sqlError(err error, timedOut bool) error {
+	if err != nil && c.g.needsOwn && sqlite.ErrCode(err) == sqlite.ResultAuth {
+		return needsOwnConnection(c.g.reason)
 	}
-}
-
-// IsReadStatement reports whether sql starts like a statement that only
-// reads (SELECT, VALUES, EXPLAIN, WITH, PRAGMA). It is a routing hint: a
-// "read" that writes fails on the read-only connection with SQLITE_READONLY
-// and the caller retries it as a write.
-func IsReadStatement(sql string) bool {
-	switch firstKeyword(sql) {
-	case "SELECT", "VALUES", "EXPLAIN", "WITH", "PRAGMA":
-		return true
-	}
-	return false
+	return sqlErrorWhy(err, timedOut, c.g.reason)
 }
 
 // IsReadOnlyError reports whether err came from a write attempted on a

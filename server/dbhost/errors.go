@@ -18,10 +18,37 @@ const (
 	CodeExists      = "ALREADY_EXISTS"
 	CodeUnavailable = "UNAVAILABLE"
 	CodeBadRequest  = "BAD_REQUEST"
+	// CodeArgsInvalid: the arguments do not match the statement's parameters
+	// (Stmt.StrictArgs), worded and coded as sqld reports it.
+	CodeArgsInvalid = "ARGS_INVALID"
 	// CodeNotDurable: the write committed locally but is not in the bucket
 	// yet. It is not an invitation to retry (see NotDurableError).
 	CodeNotDurable = "COMMITTED_NOT_DURABLE"
+	// CodeNeedsOwnConnection: the statement changes the connection itself
+	// (a connection-state pragma, a TEMP object) and was refused on a
+	// connection other clients share. The HTTP layers run such requests on a
+	// connection of their own; a client sees it only where none can be had.
+	CodeNeedsOwnConnection = "NEEDS_OWN_CONNECTION"
 )
+
+func needsOwnConnection(why string) *Error {
+	return errorf(CodeNeedsOwnConnection, http.StatusBadRequest, why+
+		": it runs only on a connection of the client's own (a Hrana stream or a JSON API request gets one when it needs it)")
+}
+
+// IsInternalError reports whether err is a failure of the server rather
+// than of the statement (a panic recovered in the SQLite layer).
+func IsInternalError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "INTERNAL"
+}
+
+// IsOwnConnectionError reports whether err refused a statement only because
+// it ran on a shared connection; run the request on a Session instead.
+func IsOwnConnectionError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeNeedsOwnConnection
+}
 
 // NotDurableError answers a write that committed locally but whose upload
 // failed: the data stays and the next successful upload ships it, so running

@@ -117,16 +117,11 @@ func openReplicaConn(path string, timeout time.Duration) (*conn, error) {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
 	c.SetBusyTimeout(10 * time.Second) // the follower holds its lock for milliseconds per file
-	if err := execSimple(c, "PRAGMA query_only=1"); err != nil {
-		sqliteconn.Close(c)
+	cn, err := newConn(c, sharedReader, timeout)
+	if err != nil {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
-	g := &guard{}
-	if err := c.SetAuthorizer(g); err != nil {
-		sqliteconn.Close(c)
-		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
-	}
-	return &conn{c: c, g: g, timeout: timeout, readOnly: true, cached: map[string]bool{}, intr: newInterrupter(c)}, nil
+	return cn, nil
 }
 
 // closeLocked stops the follower and closes its connections, then its file

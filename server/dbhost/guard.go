@@ -8,32 +8,21 @@ import (
 
 // guard is the authorizer installed on every connection. It refuses whatever
 // could reach files outside the database (ATTACH, VACUUM INTO, file pragmas)
-// or change the connection's durability settings, and records whether the
-// statement being prepared writes, so Describe can report ReadOnly.
+// or change the connection's durability settings, and, on connections that
+// several clients share, whatever would change the connection for the next
+// client: connection-state pragmas and TEMP objects. Those statements need a
+// connection of the client's own (needsOwn tells the caller).
 type guard struct {
-	writes  bool // set during prepare when an action modifies the database
-	noTx    bool // the group writer: requests run inside the group's transaction
-	allowTx bool // set while the writer itself runs BEGIN/COMMIT/ROLLBACK
-	reason  string
+	shared   bool // pooled reader or group writer: connection state is not the client's
+	readOnly bool // query_only connection: keep it so
+	noTx     bool // the group writer: requests run inside the group's transaction
+	allowTx  bool // set while the writer itself runs BEGIN/COMMIT/ROLLBACK
+	reason   string
+	needsOwn bool // the refusal is only because the connection is shared
 }
 
-// safePragmas maps the pragmas clients may run to whether they may also be
-// set (PRAGMA x = v). Anything else (journal_mode=, synchronous=,
-// temp_store_directory, database_list, ...) is refused.
-var safePragmas = map[string]bool{
-	"table_info": false, "table_xinfo": false, "table_list": false,
-	"index_list": false, "index_info": false, "index_xinfo": false,
-	"foreign_key_list": false, "foreign_key_check": false,
-	"integrity_check": false, "quick_check": false,
-	"page_count": false, "page_size": false, "freelist_count": false,
-	"schema_version": false, "data_version": false, "collation_list": false,
-	"function_list": false, "pragma_list": false, "module_list": false,
-	"journal_mode": false, "encoding": false, "compile_options": false,
-	"user_version": true, "application_id": true,
-	"foreign_keys": true, "defer_foreign_keys": true, "recursive_triggers": true,
-	"case_sensitive_like": true, "optimize": true, "analysis_limit": true,
-	"legacy_alter_table": true, "reverse_unordered_selects": true,
-}
+// reset forgets the previous statement's refusal.
+func (g *guard) reset() { g.reason, g.needsOwn = "", false }
 
 func (g *guard) Authorize(a sqlite.Action) sqlite.AuthResult {
 	// VACUUM INTO and ATTACH work on a schema other than main/temp; deny
@@ -54,22 +43,55 @@ func (g *guard) Authorize(a sqlite.Action) sqlite.AuthResult {
 			return sqlite.AuthResultDeny
 		}
 	case sqlite.OpPragma:
-		settable, ok := safePragmas[strings.ToLower(a.Pragma())]
-		if !ok || (a.PragmaArg() != "" && !settable) {
-			g.reason = "PRAGMA " + a.Pragma() + " is not on the server's safe list"
+		return g.pragma(strings.ToLower(a.Pragma()), a.PragmaArg())
+	case sqlite.OpCreateTempIndex, sqlite.OpCreateTempTable, sqlite.OpCreateTempTrigger, sqlite.OpCreateTempView,
+		sqlite.OpDropTempIndex, sqlite.OpDropTempTable, sqlite.OpDropTempTrigger, sqlite.OpDropTempView:
+		return g.temp()
+	case sqlite.OpInsert, sqlite.OpUpdate, sqlite.OpDelete, sqlite.OpAlterTable,
+		sqlite.OpCreateIndex, sqlite.OpCreateTable, sqlite.OpCreateTrigger, sqlite.OpCreateView,
+		sqlite.OpDropIndex, sqlite.OpDropTable, sqlite.OpDropTrigger, sqlite.OpDropView:
+		if a.Database() == "temp" {
+			return g.temp()
+		}
+	}
+	return sqlite.AuthResultOK
+}
+
+// temp allows TEMP objects only on a connection of the client's own: on a
+// shared one they would outlive the request and act on other clients'
+// statements (a TEMP trigger on a main table fires for everyone).
+func (g *guard) temp() sqlite.AuthResult {
+	if g.shared {
+		g.reason, g.needsOwn = "TEMP tables, views and triggers belong to the connection that made them", true
+		return sqlite.AuthResultDeny
+	}
+	return sqlite.AuthResultOK
+}
+
+func (g *guard) pragma(name, arg string) sqlite.AuthResult {
+	kind, ok := pragmaKinds[name]
+	if !ok {
+		g.reason = "PRAGMA " + name + " is not available through the server"
+		return sqlite.AuthResultDeny
+	}
+	if arg == "" {
+		return sqlite.AuthResultOK // every known pragma may be read
+	}
+	switch kind {
+	case pragmaState:
+		if g.readOnly && name == "query_only" {
+			g.reason = "PRAGMA query_only cannot be changed with read-only access"
 			return sqlite.AuthResultDeny
 		}
-		if a.PragmaArg() != "" {
-			g.writes = true
+		if g.shared && changesSharedState(name, arg) {
+			g.reason, g.needsOwn = "PRAGMA "+name+" changes the connection's state", true
+			return sqlite.AuthResultDeny
 		}
-	case sqlite.OpInsert, sqlite.OpUpdate, sqlite.OpDelete,
-		sqlite.OpCreateIndex, sqlite.OpCreateTable, sqlite.OpCreateTrigger, sqlite.OpCreateView,
-		sqlite.OpDropIndex, sqlite.OpDropTable, sqlite.OpDropTrigger, sqlite.OpDropView,
-		sqlite.OpAlterTable, sqlite.OpReindex, sqlite.OpAnalyze,
-		sqlite.OpCreateVTable, sqlite.OpDropVTable:
-		if a.Database() != "temp" {
-			g.writes = true
-		}
+	case pragmaIgnored:
+		return sqlite.AuthResultIgnore // SQLite then runs the pragma as a no-op
+	case pragmaOwned:
+		g.reason = "PRAGMA " + name + " is set by the server (its durability depends on it) and cannot be changed; reading it works"
+		return sqlite.AuthResultDeny
 	}
 	return sqlite.AuthResultOK
 }

@@ -73,6 +73,11 @@ type Options struct {
 
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration
+
+	// ExternalPoll is how often an open database with nothing to ship looks
+	// for commits made to its file by other processes (an sqlite3 shell, a
+	// migration tool) and ships them [1s]; < 0: never.
+	ExternalPoll time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -102,6 +107,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = time.Minute
+	}
+	if o.ExternalPoll == 0 {
+		o.ExternalPoll = time.Second
 	}
 }
 
@@ -296,7 +304,7 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 // createEmpty creates a WAL-mode database with its first page written, so
 // the engine has something to snapshot.
 func createEmpty(path string) error {
-	c, err := openConn(path, false, 5*time.Second)
+	c, err := openConn(path, ownWriter, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -370,15 +378,14 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 }
 
 func (db *database) openConns() error {
-	w, err := openConn(db.path, false, db.opts.StatementTimeout)
+	w, err := openConn(db.path, sharedWriter, db.opts.StatementTimeout)
 	if err != nil {
 		return err
 	}
-	w.g.noTx = true
 	db.writer = w
 	db.readers = make(chan *conn, db.opts.ReadConns)
 	for i := 0; i < db.opts.ReadConns; i++ {
-		r, err := openConn(db.path, true, db.opts.StatementTimeout)
+		r, err := openConn(db.path, sharedReader, db.opts.StatementTimeout)
 		if err != nil {
 			w.close()
 			close(db.readers)

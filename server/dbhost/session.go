@@ -15,6 +15,7 @@ type session struct {
 	readOnly bool
 	mu       sync.Mutex
 	c        *conn
+	fresh    string // the connection's state when it opened (state.go)
 	closed   bool
 }
 
@@ -65,17 +66,41 @@ func (db *database) session(ctx context.Context, readOnly bool) (Session, error)
 	}
 	db.sessions[s] = struct{}{} // reserved before opening, so concurrent opens respect the limit
 	db.sessMu.Unlock()
-	c, err := openConn(db.path, readOnly, db.opts.StatementTimeout)
+	role := ownWriter
+	if readOnly {
+		role = ownReader
+	}
+	c, err := openConn(db.path, role, db.opts.StatementTimeout)
 	if err != nil {
 		db.sessMu.Lock()
 		delete(db.sessions, s)
 		db.sessMu.Unlock()
 		return nil, errorf("INTERNAL", http.StatusInternalServerError, err.Error())
 	}
+	fresh, err := c.state()
+	if err != nil {
+		c.close()
+		db.sessMu.Lock()
+		delete(db.sessions, s)
+		db.sessMu.Unlock()
+		return nil, errorf("INTERNAL", http.StatusInternalServerError, "read a new connection's settings: "+err.Error())
+	}
 	s.mu.Lock()
-	s.c = c
+	s.c, s.fresh = c, fresh
 	s.mu.Unlock()
 	return s, nil
+}
+
+// StateChanged reports whether the connection differs from a fresh one: a
+// connection-state pragma holds another value, or TEMP objects exist.
+func (s *session) StateChanged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	now, err := s.c.state()
+	return err != nil || now != s.fresh
 }
 
 func (s *session) Autocommit() bool {
@@ -106,13 +131,32 @@ func (s *session) Exec(ctx context.Context, st Stmt) (Result, error) {
 	wasTx := !s.c.Autocommit()
 	before := s.c.totalChanges()
 	res, err := s.c.Exec(ctx, st)
-	if s.c.Autocommit() && (wasTx || s.c.totalChanges() != before || !IsReadStatement(st.SQL)) {
+	if IsInternalError(err) {
+		// The statement failed inside the SQLite layer: trust nothing the
+		// connection holds. Roll back, close it, and end the session.
+		s.abandon()
+		return Result{}, err
+	}
+	if s.c.Autocommit() && (wasTx || s.c.wrote || s.c.totalChanges() != before) {
 		// A no-op write group is ordered after this commit, so its upload covers it.
 		if _, derr := s.db.Write(withoutIdempotency(ctx), func(Conn) error { return nil }); derr != nil && err == nil {
 			return res, derr
 		}
 	}
 	return res, err
+}
+
+// abandon rolls back and closes the connection; the session is closed.
+// Called with s.mu held.
+func (s *session) abandon() {
+	s.closed = true
+	if !s.c.Autocommit() {
+		_ = execSimple(s.c.c, "ROLLBACK")
+	}
+	s.c.close()
+	s.db.sessMu.Lock()
+	delete(s.db.sessions, s)
+	s.db.sessMu.Unlock()
 }
 
 // Close rolls back any open transaction, makes what was committed durable and
@@ -123,13 +167,6 @@ func (s *session) Close(ctx context.Context) (Bookmark, error) {
 	if s.closed {
 		return s.db.bookmark(), nil
 	}
-	s.closed = true
-	if !s.c.Autocommit() {
-		_ = execSimple(s.c.c, "ROLLBACK")
-	}
-	s.c.close()
-	s.db.sessMu.Lock()
-	delete(s.db.sessions, s)
-	s.db.sessMu.Unlock()
+	s.abandon()
 	return s.db.bookmark(), nil
 }

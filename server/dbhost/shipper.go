@@ -17,15 +17,30 @@ import (
 // a blind retry would apply them twice; the shipper retries with backoff
 // even if no new write arrives. ErrFenced stops the
 // database from taking writes.
+//
+// While idle it polls for commits other processes made to the file
+// (shipExternal), so they reach the replica without waiting for an API write.
 func (db *database) runShipper() {
 	defer close(db.done)
 	var pending []*group
 	backoff := time.Duration(0)
 	var retry <-chan time.Time
+	var poll <-chan time.Time
+	if db.opts.ExternalPoll > 0 {
+		t := time.NewTicker(db.opts.ExternalPoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	externalFailing := false
 	open := true
 	for open || len(pending) > 0 {
 		if len(pending) == 0 || retry != nil {
 			select {
+			case <-poll:
+				if len(pending) == 0 && !db.fenced.Load() {
+					externalFailing = db.shipExternal(externalFailing)
+				}
+				continue
 			case g, ok := <-db.shipCh:
 				if !ok {
 					open = false
@@ -75,6 +90,33 @@ func (db *database) runShipper() {
 		backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second) // writers wait for the retry: keep it short
 		retry = time.After(backoff)
 	}
+}
+
+// shipExternal ships commits that did not come through the writer: the
+// engine's idle check is a look at the WAL header and the frame after its
+// cursor, with no store request when nothing changed. It returns whether
+// the attempt failed, so a replica outage is logged once, not every poll.
+func (db *database) shipExternal(failing bool) bool {
+	before := db.rep.Pos()
+	ctx, cancel := context.WithTimeout(context.Background(), db.opts.UploadTimeout)
+	pos, err := db.rep.Sync(ctx)
+	cancel()
+	switch {
+	case err == nil:
+		if pos.TXID != before.TXID {
+			db.log.Info("shipped commits made to the database file by another process",
+				"db", db.name, "from_txid", uint64(before.TXID)+1, "to_txid", uint64(pos.TXID))
+		}
+		return false
+	case db.opts.Replication.fenced(err):
+		db.fenced.Store(true)
+		db.log.Error("FENCED: another writer owns the replica; this database takes no more writes",
+			"db", db.name, "replica", db.store.String(), "err", err)
+	case !failing:
+		db.log.Warn("shipping commits made to the file by another process failed; retrying every poll",
+			"db", db.name, "replica", db.store.String(), "err", err)
+	}
+	return true
 }
 
 // ship uploads everything committed and answers the groups.

@@ -21,7 +21,7 @@ import (
 	_ "github.com/tursodatabase/libsql-client-go/libsql" // registers the "libsql" database/sql driver
 )
 
-// The conformance tests of issue 3 item 10: the stock libSQL clients, run
+// The stock libSQL clients, run
 // unmodified against sluice serve's HTTP handler (router, auth, dbhost's group
 // commit and sessions, sync durability to a file replica) over real SQLite.
 // They live in hrana_test because package server imports hrana.
@@ -127,38 +127,41 @@ func TestNodeClient(t *testing.T) {
 	}
 	url := clientTestServer(t, "nodedb") + "/db/nodedb/"
 	out := runClientScript(t, []string{"NODE_PATH=" + modules}, "node", filepath.Join("testdata", "node_client.js"), url)
-	expect(t, out, map[string]any{
-		"insert.rowsAffected":    1.0,
-		"insert.lastInsertRowid": "1",
-		"values.i":               "1152921504606846977", // 2^60+1: beyond 2^53, exact
-		"values.iType":           "bigint",
-		"values.f":               1.25,
-		"values.s":               "text ü \"q\"",
-		"values.b":               "000102ff",
-		"values.n":               nil,
-		"values.ti":              "integer",
-		"floatIntoInteger":       "integer",
-		"named":                  "8,9",
-		"batch.results":          3.0,
-		"batch.count":            "6",
-		"batchError.rejected":    true,
-		"batchError.code":        hasPrefix("SQLITE_CONSTRAINT"),
-		"batchError.message":     contains("UNIQUE constraint failed"),
-		"afterBatchError":        "0",
-		"txCommit.seenInside":    "1",
-		"txCommit.after":         "1",
-		"txRollback":             "0",
-		"readTx.count":           "7",
-		"readTx.write.rejected":  true,
-		"constraint.rejected":    true,
-		"constraint.name":        "LibsqlError",
-		"constraint.code":        hasPrefix("SQLITE_CONSTRAINT"),
-		"constraint.message":     contains("UNIQUE constraint failed: t.s"),
-		"syntax.rejected":        true,
-		"syntax.message":         contains("syntax error"),
-		"stillServing":           "1",
-		"executeMultiple":        "3",
-	})
+	expect(t, out, nodeClientExpectations)
+}
+
+// nodeClientExpectations hold for node_client.js over every transport.
+var nodeClientExpectations = map[string]any{
+	"insert.rowsAffected":    1.0,
+	"insert.lastInsertRowid": "1",
+	"values.i":               "1152921504606846977", // 2^60+1: beyond 2^53, exact
+	"values.iType":           "bigint",
+	"values.f":               1.25,
+	"values.s":               "text ü \"q\"",
+	"values.b":               "000102ff",
+	"values.n":               nil,
+	"values.ti":              "integer",
+	"floatIntoInteger":       "integer",
+	"named":                  "8,9",
+	"batch.results":          3.0,
+	"batch.count":            "6",
+	"batchError.rejected":    true,
+	"batchError.code":        hasPrefix("SQLITE_CONSTRAINT"),
+	"batchError.message":     contains("UNIQUE constraint failed"),
+	"afterBatchError":        "0",
+	"txCommit.seenInside":    "1",
+	"txCommit.after":         "1",
+	"txRollback":             "0",
+	"readTx.count":           "7",
+	"readTx.write.rejected":  true,
+	"constraint.rejected":    true,
+	"constraint.name":        "LibsqlError",
+	"constraint.code":        hasPrefix("SQLITE_CONSTRAINT"),
+	"constraint.message":     contains("UNIQUE constraint failed: t.s"),
+	"syntax.rejected":        true,
+	"syntax.message":         contains("syntax error"),
+	"stillServing":           "1",
+	"executeMultiple":        "3",
 }
 
 func TestPythonClient(t *testing.T) {

@@ -17,6 +17,21 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
+	h.runCursor(w, r, db, &body, func(w http.ResponseWriter, head cursorRespBody, entries []cursorEntry) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w) // Encode ends every entry with a newline
+		_ = enc.Encode(head)
+		for _, e := range entries {
+			_ = enc.Encode(e)
+		}
+	})
+}
+
+// runCursor runs a cursor request's batch on its stream and hands the
+// answer's head and entries to answer, in the request's encoding.
+func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *cursorReqBody,
+	answer func(http.ResponseWriter, cursorRespBody, []cursorEntry)) {
 	if body.Batch == nil {
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "cursor needs a batch"})
 		return
@@ -30,6 +45,8 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		writeHTTPError(w, status, e)
 		return
 	}
+	released := false
+	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.newExecution(r.Context(), s)
 	defer cancel()
 	var (
@@ -43,32 +60,9 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 		res, failed = x.batch(body.Batch)
 	}
 	baton := h.release(s)
-
-	w.Header().Set("Content-Type", "application/json")
+	released = true
 	if x.bookmark > 0 {
 		w.Header().Set("Sluice-Bookmark", formatBookmark(x.bookmark))
 	}
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w) // Encode ends every entry with a newline
-	_ = enc.Encode(cursorRespBody{Baton: baton})
-	if failed != nil {
-		_ = enc.Encode(map[string]any{"type": "error", "error": failed})
-		return
-	}
-	for i := range res.StepResults {
-		if err := res.StepErrors[i]; err != nil {
-			_ = enc.Encode(map[string]any{"type": "step_error", "step": i, "error": err})
-			continue
-		}
-		sr := res.StepResults[i]
-		if sr == nil {
-			continue // skipped by its condition
-		}
-		_ = enc.Encode(map[string]any{"type": "step_begin", "step": i, "cols": sr.Cols})
-		for _, row := range sr.Rows {
-			_ = enc.Encode(map[string]any{"type": "row", "row": row})
-		}
-		_ = enc.Encode(map[string]any{"type": "step_end", "affected_row_count": sr.AffectedRowCount,
-			"last_insert_rowid": sr.LastInsertRowID})
-	}
+	answer(w, cursorRespBody{Baton: baton}, cursorEntries(res, failed))
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -16,7 +17,7 @@ import (
 // are batches too).
 type step struct {
 	sql      string
-	class    classified
+	class    sqltext.TxRole
 	stmt     dbhost.Stmt
 	cond     *batchCond
 	compile  *Error // e.g. an unknown sql_id: reported as the step's error
@@ -89,13 +90,16 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 		out.compile = e
 		return out
 	}
+	if sql, out.compile = singleStatement(sql); out.compile != nil {
+		return out
+	}
 	out.sql = sql
-	out.class = classify(sql)
+	out.class = sqltext.Classify(sql)
 	want := defaultWantRows
 	if st.WantRows != nil {
 		want = *st.WantRows
 	}
-	out.stmt = dbhost.Stmt{SQL: sql, WantRows: want}
+	out.stmt = dbhost.Stmt{SQL: sql, WantRows: want, StrictArgs: true}
 	for _, a := range st.Args {
 		out.stmt.Args = append(out.stmt.Args, dbhost.Value(a))
 	}
@@ -133,30 +137,30 @@ func (x *execution) resolveSQL(sql *string, id *int32) (string, *Error) {
 
 // runSteps runs a batch on the stream: on its session when it holds one;
 // otherwise in a read or write group, where a transaction that begins and
-// ends inside the batch becomes a savepoint; otherwise on a new session.
+// ends inside the batch becomes a savepoint; otherwise on a new session. A
+// batch that changes the connection itself (a connection-state pragma, a
+// TEMP object) is refused on the shared connections of the groups before
+// anything of it is kept, and runs on a new session instead.
 func (x *execution) runSteps(steps []step) (outcome, *Error) {
 	if x.s.sess != nil {
 		return x.onSession(steps)
 	}
 	txControl, virtualOK, endsTx := false, true, false
 	for _, st := range steps {
-		if !st.class.isTxControl() {
+		if !st.class.IsTxControl() {
 			continue
 		}
 		txControl = true
 		switch {
-		case st.class.kind == kindSavepoint, st.class.readOnlyBegin:
+		case st.class.Kind == sqltext.Savepoint, st.class.ReadOnlyBegin:
 			virtualOK = false
-		case st.class.kind == kindCommit || st.class.kind == kindRollback:
+		case st.class.Kind == sqltext.Commit || st.class.Kind == sqltext.Rollback:
 			endsTx = true
 		}
 	}
-	if !txControl {
-		return x.onPool(steps, false)
-	}
-	if virtualOK && endsTx {
-		out, err := x.onPool(steps, true)
-		if err != errTxLeftOpenErr {
+	if !txControl || (virtualOK && endsTx) {
+		out, err := x.onPool(steps, txControl)
+		if err != errTxLeftOpenErr && err != errOwnConnection {
 			return out, err
 		}
 	}
@@ -170,17 +174,21 @@ func (x *execution) runSteps(steps []step) (outcome, *Error) {
 // batch is then run again on a real session (nothing of it was committed).
 var errTxLeftOpenErr = &Error{Code: "TX_LEFT_OPEN"}
 
+// errOwnConnection marks a batch that needs a connection of its own; it is
+// run again on a session (nothing of it was kept).
+var errOwnConnection = &Error{Code: dbhost.CodeNeedsOwnConnection}
+
 func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var plain []string
 	for _, st := range steps {
-		if st.compile == nil && !st.class.isTxControl() {
+		if st.compile == nil && !st.class.IsTxControl() {
 			plain = append(plain, st.sql)
 		}
 	}
 	var out outcome
 	keyOutcome(x.ctx, &out)
-	bm, err := x.h.runAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn) error {
-		rc := &runConn{conn: c, pooled: true, virtual: virtual, stop: x.ctx}
+	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn, onReader bool) error {
+		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -188,14 +196,23 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 			}
 			return errRequestTimedOut
 		}
+		if rc.rerun != nil {
+			if virtual && rc.virtualOpen {
+				rc.abortVirtual(x.ctx)
+			}
+			return rc.rerun
+		}
 		if virtual && rc.virtualOpen {
 			rc.abortVirtual(x.ctx)
 			return errTxLeftOpen
 		}
 		return nil
 	})
-	if errors.Is(err, errTxLeftOpen) {
+	switch {
+	case errors.Is(err, errTxLeftOpen):
 		return outcome{}, errTxLeftOpenErr
+	case dbhost.IsOwnConnectionError(err):
+		return outcome{}, errOwnConnection
 	}
 	if e := x.timedOut(); e != nil && errors.Is(err, errRequestTimedOut) {
 		return outcome{}, e
@@ -205,39 +222,6 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	}
 	x.stamp(out, bm)
 	return out, nil
-}
-
-// runAuto runs fn on a read connection when every statement is read-only, in
-// the next write group otherwise. Unknown statements are described on the
-// read connection first (and remembered).
-func (h *Handler) runAuto(ctx context.Context, db dbhost.Database, sqls []string, fn func(dbhost.Conn) error) (dbhost.Bookmark, error) {
-	var unknown []string
-	for _, q := range sqls {
-		ro, known := h.ro.get(q)
-		if known && !ro {
-			return db.Write(ctx, fn)
-		}
-		if !known {
-			unknown = append(unknown, q)
-		}
-	}
-	bm, err := db.Read(ctx, func(c dbhost.Conn) error {
-		for _, q := range unknown {
-			d, err := c.Describe(ctx, q)
-			if err != nil {
-				return errNeedsWrite // e.g. a table an earlier step creates: let the writer run it
-			}
-			h.ro.put(q, d.ReadOnly)
-			if !d.ReadOnly {
-				return errNeedsWrite
-			}
-		}
-		return fn(c)
-	})
-	if errors.Is(err, errNeedsWrite) {
-		return db.Write(ctx, fn)
-	}
-	return bm, err
 }
 
 func (x *execution) openSession() *Error {
@@ -261,7 +245,7 @@ func (x *execution) openSession() *Error {
 		}
 		return toError(err, x.s.db.Name())
 	}
-	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, h: h, owner: owner}, time.Now(), false
+	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, h: h, owner: owner}, time.Time{}, false
 	return nil
 }
 
@@ -288,23 +272,36 @@ func (h *Handler) releaseSessionSlot(owner string) {
 	h.mu.Unlock()
 }
 
-// onSession runs steps on the stream's session, bounded by the transaction
-// deadline, and ends the session once the stream is back in autocommit: the
-// commit is acknowledged only when Close has shipped it.
+// onSession runs steps on the stream's session. A transaction is bounded by
+// the transaction deadline (from the request that opened it). Once the
+// stream is back in autocommit the session ends, unless the stream changed
+// its connection (pragmas, TEMP objects): then the stream keeps it, so that
+// what it set holds for its later requests as on a connection of its own,
+// until the stream closes. Commits are durable before they are answered
+// (Session.Exec); Close adds the final bookmark.
 func (x *execution) onSession(steps []step) (outcome, *Error) {
 	s := x.s
-	deadline := s.txStart.Add(x.h.cfg.TxTimeout)
-	if !time.Now().Before(deadline) {
+	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.h.cfg.TxTimeout)) {
 		x.endSession()
 		s.dead = &Error{Code: "TRANSACTION_TIMEOUT", Message: fmt.Sprintf(
 			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.h.cfg.TxTimeout)}
 		return outcome{}, s.dead
 	}
-	ctx, cancel := context.WithDeadline(x.ctx, deadline)
+	if s.txStart.IsZero() {
+		s.txStart = time.Now() // bounds a transaction this request opens
+	}
+	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.h.cfg.TxTimeout))
 	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx
+	if rc.broken != nil {
+		// The session's connection failed inside the SQLite layer and was
+		// rolled back and closed: the stream cannot go on.
+		x.endSession()
+		s.dead = rc.broken
+		return out, nil
+	}
 	if e := x.timedOut(); e != nil && !s.sess.Autocommit() {
 		// The transaction held the writer (or a session) past the request's
 		// limit: roll it back whole rather than leave it half applied.
@@ -313,6 +310,11 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 		return outcome{}, e
 	}
 	if !s.sess.Autocommit() {
+		return out, nil
+	}
+	s.txStart = time.Time{}
+	if s.sess.StateChanged() {
+		x.stamp(out, dbhost.CurrentBookmark(s.db))
 		return out, nil
 	}
 	bm, err := s.sess.Close(x.waitCtx())
@@ -330,7 +332,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 func (x *execution) endSession() {
 	if x.s.sess != nil {
 		x.h.closeSession(x.s.sess, "stream closed")
-		x.s.sess, x.s.readOnlyTx = nil, false
+		x.s.sess, x.s.txStart, x.s.readOnlyTx = nil, time.Time{}, false
 	}
 }
 

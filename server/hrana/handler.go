@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,16 @@ type Config struct {
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
 	// Default 10 s.
 	RequestTimeout time.Duration
+
+	// MaxMessageBytes bounds one WebSocket message, like the server's body
+	// limit bounds an HTTP request. Default 8 MiB.
+	MaxMessageBytes int64
+	// WebSocketIdleTimeout closes a WebSocket connection that has sent
+	// nothing and awaits nothing for this long. Default 2 min.
+	WebSocketIdleTimeout time.Duration
+	// MaxStreamsPerConnection bounds the streams open at once on one
+	// WebSocket connection. Default 128.
+	MaxStreamsPerConnection int
 }
 
 const (
@@ -58,6 +69,8 @@ const (
 	defaultMaxStreams            = 20000
 	defaultMaxSessionsPerToken   = 16
 	defaultRequestTimeout        = 10 * time.Second
+	defaultWebSocketIdleTimeout  = 2 * time.Minute
+	defaultMaxStreamsPerConn     = 128
 )
 
 // Handler serves Hrana over HTTP for the database found in the request context.
@@ -65,7 +78,6 @@ type Handler struct {
 	cfg    Config
 	log    *slog.Logger
 	signer batonSigner
-	ro     readOnlyCache
 
 	mu       sync.Mutex
 	streams  map[streamID]*stream
@@ -78,6 +90,12 @@ type Handler struct {
 	stop      chan struct{}
 	reaperOut chan struct{}
 	closeOnce sync.Once
+
+	// WebSocket connections (ws.go).
+	wsMu     sync.Mutex
+	wsConns  map[*wsConn]struct{}
+	wsClosed bool
+	wsActive sync.WaitGroup
 }
 
 // NewHandler returns a handler and starts its stream reaper; call Close to stop it.
@@ -95,6 +113,13 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = maxBodyBytes
+	}
+	if cfg.WebSocketIdleTimeout <= 0 {
+		cfg.WebSocketIdleTimeout = defaultWebSocketIdleTimeout
+	}
+	cfg.MaxStreamsPerConnection = orDefault(cfg.MaxStreamsPerConnection, defaultMaxStreamsPerConn)
 	key := cfg.BatonKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -156,13 +181,14 @@ func databaseFrom(ctx context.Context) dbhost.Database {
 	return db
 }
 
-// ServeHTTP routes GET /v2 /v3, POST /v2/pipeline /v3/pipeline /v3/cursor
-// /v1/execute /v1/batch, with or without a leading /db/<name>.
+// ServeHTTP routes GET /v2 /v3 /v3-protobuf, POST /v2/pipeline /v3/pipeline
+// /v3/cursor /v3-protobuf/pipeline /v3-protobuf/cursor /v1/execute
+// /v1/batch, with or without a leading /db/<name>.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := stripDatabasePrefix(r.URL.Path)
 	var post func(http.ResponseWriter, *http.Request, dbhost.Database)
 	switch path {
-	case "/v2", "/v3", "/v2/", "/v3/":
+	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use GET on " + path})
 			return
@@ -173,16 +199,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = h.servePipeline
 	case "/v3/cursor":
 		post = h.serveCursor
+	case "/v3-protobuf/pipeline":
+		post = h.servePipelineProtobuf
+	case "/v3-protobuf/cursor":
+		post = h.serveCursorProtobuf
 	case "/v1/execute":
 		post = h.serveV1Execute
 	case "/v1/batch":
 		post = h.serveV1Batch
 	default:
-		if strings.HasPrefix(path, "/v3-protobuf") {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: "PROTOBUF_NOT_SUPPORTED",
-				Message: "sluice speaks Hrana over HTTP with JSON only; use the v3 or v2 endpoints"})
-			return
-		}
 		writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
 		return
 	}
@@ -215,9 +240,13 @@ func stripDatabasePrefix(p string) string {
 	return p
 }
 
-// Close rolls back and closes every open stream and stops the reaper.
+// Close closes the WebSocket connections, rolls back and closes every open
+// stream and stops the reaper.
 func (h *Handler) Close() {
 	h.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		h.CloseWebSockets(ctx)
+		cancel()
 		close(h.stop)
 		<-h.reaperOut
 		h.mu.Lock()
@@ -237,16 +266,44 @@ func (h *Handler) Close() {
 	})
 }
 
-// decodeBody reads a JSON request body of at most maxBodyBytes.
-func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+// endOnPanic, deferred by every request that holds a stream, turns a panic
+// into a 500 answer and ends the stream: its transaction is rolled back and
+// its session closed, so no lock outlives the request. released says
+// whether the request already gave the stream back.
+func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
+	e := &Error{Code: "INTERNAL_ERROR", Message: fmt.Sprintf(
+		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
+	if !*released {
+		s.dead = e
+		h.release(s)
+	}
+	writeHTTPError(w, http.StatusInternalServerError, e)
+}
+
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
+			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
 		}
-		return &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+		return nil, &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+	}
+	return data, nil
+}
+
+// decodeBody reads a JSON request body of at most maxBodyBytes.
+func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+	data, e := readBody(w, r)
+	if e != nil {
+		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
 		return &Error{Code: "PROTOCOL_ERROR", Message: "request body is not valid Hrana JSON: " + err.Error()}
@@ -280,4 +337,28 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+}
+
+// WriteError answers an HTTP request on a Hrana route with err, in the
+// shape Hrana clients read (top-level "message" and "code"), so that a
+// client shows the reason rather than only the status. A *dbhost.Error
+// gives the status; anything else is a 500.
+func WriteError(w http.ResponseWriter, err error) {
+	var de *dbhost.Error
+	if !errors.As(err, &de) {
+		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "INTERNAL_ERROR", Message: err.Error()})
+		return
+	}
+	status := de.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	var nd *dbhost.NotDurableError
+	if errors.As(err, &nd) {
+		w.Header().Set("Sluice-Bookmark", formatBookmark(nd.Bookmark))
+	}
+	writeHTTPError(w, status, &Error{Code: de.Code, Message: de.Message})
 }

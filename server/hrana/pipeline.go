@@ -1,9 +1,11 @@
 package hrana
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -13,6 +15,16 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
+	h.runPipeline(w, r, db, &body, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
+		writeJSON(w, http.StatusOK, resp, bm)
+	})
+}
+
+// runPipeline runs a pipeline's requests on its stream; answer writes the
+// response in the request's encoding (errors before anything ran are JSON,
+// the only error body the clients parse).
+func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *pipelineReqBody,
+	answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) {
 	for i := range body.Requests {
 		if e := validateRequest(&body.Requests[i]); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
@@ -34,15 +46,17 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, status, e)
 		return
 	}
+	released := false
+	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.newExecution(ctx, s)
 	defer cancel()
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
 	}
-	resp.Baton = h.release(s)
+	resp.Baton, released = h.release(s), true
 	markReplayed(w, idem)
-	writeJSON(w, http.StatusOK, resp, x.bookmark)
+	answer(w, &resp, x.bookmark)
 }
 
 func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
@@ -137,7 +151,7 @@ func (x *execution) sequence(sql *string, id *int32) *Error {
 	if e != nil {
 		return e
 	}
-	stmts := splitStatements(text)
+	stmts := sqltext.Split(text)
 	steps := make([]step, len(stmts))
 	for i, q := range stmts {
 		var cond *batchCond
@@ -172,6 +186,15 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 			d, err = c.Describe(x.ctx, text)
 			return err
 		})
+		if dbhost.IsOwnConnectionError(err) {
+			// A shared connection does not even prepare it; a connection of
+			// its own does (describing runs nothing, so none is kept).
+			var sess dbhost.Session
+			if sess, err = x.s.db.Session(x.ctx); err == nil {
+				d, err = sess.Describe(x.ctx, text)
+				sess.Close(context.WithoutCancel(x.ctx))
+			}
+		}
 	}
 	if err != nil {
 		return nil, toError(err, x.s.db.Name())

@@ -208,14 +208,11 @@ func appendValue(b []byte, v dbhost.Value) []byte {
 		return append(b, `"}`...)
 	case dbhost.Float:
 		b = append(b, `{"type":"float","value":`...)
-		switch {
-		case math.IsInf(v.Float, 1):
-			b = append(b, "1e999"...) // JSON has no infinity; JS and Python parse this as one
-		case math.IsInf(v.Float, -1):
-			b = append(b, "-1e999"...)
-		case math.IsNaN(v.Float):
+		if math.IsInf(v.Float, 0) || math.IsNaN(v.Float) {
+			// JSON has no infinity: sqld sends null, which every client's
+			// JSON parser accepts (the protobuf encoding carries the value).
 			b = append(b, "null"...)
-		default:
+		} else {
 			b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
 		}
 		return append(b, '}')

@@ -412,34 +412,3 @@ func TestBadInputIsRejectedAndTheServerKeepsServing(t *testing.T) {
 	_, res := pipe(t, ts.URL, nil, execReq("SELECT 42"), closeReq)
 	mustOK(t, res[0])
 }
-
-func TestClassifyAndSplit(t *testing.T) {
-	for sql, want := range map[string]classified{
-		"BEGIN":                          {kind: kindBegin},
-		"  /* c */ begin immediate":      {kind: kindBegin},
-		"BEGIN TRANSACTION READONLY":     {kind: kindBegin, readOnlyBegin: true},
-		"-- x\nCOMMIT":                   {kind: kindCommit},
-		"end transaction":                {kind: kindCommit},
-		"ROLLBACK":                       {kind: kindRollback},
-		"ROLLBACK TRANSACTION TO sp":     {kind: kindSavepoint},
-		"rollback to sp":                 {kind: kindSavepoint},
-		"SAVEPOINT a":                    {kind: kindSavepoint},
-		"RELEASE a":                      {kind: kindSavepoint},
-		"SELECT 'BEGIN'":                 {kind: kindPlain},
-		"INSERT INTO begin_t VALUES (1)": {kind: kindPlain},
-	} {
-		if got := classify(sql); got != want {
-			t.Errorf("classify(%q) = %+v, want %+v", sql, got, want)
-		}
-	}
-	script := "CREATE TABLE a(x); INSERT INTO a VALUES ('a;b'); -- c;\n" +
-		"CREATE TRIGGER tr AFTER INSERT ON a BEGIN INSERT INTO a VALUES (1); DELETE FROM a; END; " +
-		"SELECT \"q;\" , [x;y]; ; /* ; */"
-	got := splitStatements(script)
-	want := []string{"CREATE TABLE a(x)", "INSERT INTO a VALUES ('a;b')",
-		"-- c;\nCREATE TRIGGER tr AFTER INSERT ON a BEGIN INSERT INTO a VALUES (1); DELETE FROM a; END",
-		"SELECT \"q;\" , [x;y]"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("split:\n got %q\nwant %q", got, want)
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -16,6 +17,7 @@ import (
 type runConn struct {
 	conn        dbhost.Conn
 	pooled      bool // a read or write group: its own transaction is invisible to the stream
+	onReader    bool // a pooled read connection: a statement that writes makes the batch rerun as a write
 	virtual     bool // BEGIN/COMMIT/ROLLBACK become a savepoint inside a group
 	virtualOpen bool
 	readOnlyTx  bool
@@ -25,6 +27,12 @@ type runConn struct {
 	// stop is the request's context: once it is done no further step starts
 	// (each would only be interrupted, one after the other, on the writer).
 	stop context.Context
+	// rerun stops a pooled run: the batch runs again elsewhere (in a write
+	// group: dbhost.ErrWriteNeeded; on a session: a statement that changes
+	// the connection). What ran is rolled back with the group's request.
+	rerun error
+	// broken stops a session's run: its connection failed and was closed.
+	broken *Error
 }
 
 func (rc *runConn) autocommit() bool {
@@ -50,11 +58,24 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 			continue
 		}
 		res, err := rc.exec(ctx, st)
-		if err != nil {
-			out.errs[i] = toError(err, "")
+		switch {
+		case err == nil:
+			out.results[i] = res
 			continue
+		case rc.pooled && dbhost.IsOwnConnectionError(err):
+			rc.rerun = err
+		case rc.onReader && dbhost.IsReadOnlyError(err):
+			rc.rerun = dbhost.ErrWriteNeeded
+		case !rc.pooled && dbhost.IsInternalError(err):
+			rc.broken = toError(err, "")
 		}
-		out.results[i] = res
+		out.errs[i] = toError(err, "")
+		if rc.rerun != nil || rc.broken != nil {
+			for j := i + 1; j < len(steps); j++ {
+				out.errs[j] = rc.broken
+			}
+			break
+		}
 	}
 	return out
 }
@@ -93,12 +114,12 @@ func sqliteError(msg string) *dbhost.Error {
 
 func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) {
 	stmt := st.stmt
-	if rc.endCtx != nil && (st.class.kind == kindCommit || st.class.kind == kindRollback) {
+	if rc.endCtx != nil && (st.class.Kind == sqltext.Commit || st.class.Kind == sqltext.Rollback) {
 		ctx = rc.endCtx
 	}
 	if rc.virtual {
-		switch st.class.kind {
-		case kindBegin:
+		switch st.class.Kind {
+		case sqltext.Begin:
 			if rc.virtualOpen {
 				return nil, sqliteError("cannot start a transaction within a transaction")
 			}
@@ -107,13 +128,13 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 			}
 			rc.virtualOpen = true
 			return emptyResult(), nil
-		case kindCommit:
+		case sqltext.Commit:
 			if !rc.virtualOpen {
 				return nil, sqliteError("cannot commit - no transaction is active")
 			}
 			rc.virtualOpen = false
 			return emptyResult(), rc.execControl(ctx, "RELEASE "+virtualSavepoint)
-		case kindRollback:
+		case sqltext.Rollback:
 			if !rc.virtualOpen {
 				return nil, sqliteError("cannot rollback - no transaction is active")
 			}
@@ -121,10 +142,10 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 			rc.abortVirtual(ctx)
 			return emptyResult(), nil
 		}
-	} else if st.class.readOnlyBegin {
+	} else if st.class.ReadOnlyBegin {
 		stmt.SQL = "BEGIN DEFERRED"
 	}
-	if rc.readOnlyTx && st.class.kind == kindPlain {
+	if rc.readOnlyTx && st.class.Kind == sqltext.Plain {
 		d, err := rc.conn.Describe(ctx, stmt.SQL)
 		if err != nil {
 			return nil, err
@@ -140,7 +161,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 	if err != nil {
 		return nil, err
 	}
-	if st.class.readOnlyBegin && !rc.virtual {
+	if st.class.ReadOnlyBegin && !rc.virtual {
 		rc.readOnlyTx = true
 	}
 	if !rc.virtual && rc.readOnlyTx && rc.conn.Autocommit() {

@@ -24,9 +24,9 @@ type stream struct {
 
 	sqls map[int32]string // store_sql texts, scoped to the stream
 
-	sess       dbhost.Session // held while the stream is inside a transaction
-	txStart    time.Time
-	readOnlyTx bool // opened with BEGIN ... READONLY
+	sess       dbhost.Session // held while the stream is inside a transaction or changed its connection
+	txStart    time.Time      // when the session's transaction began; zero in autocommit
+	readOnlyTx bool           // opened with BEGIN ... READONLY
 
 	closed bool   // a close request ended it
 	dead   *Error // the server ended it (timeout); told to the next request
@@ -209,7 +209,7 @@ func (h *Handler) reapOnce(now time.Time) {
 			continue // the request's context carries the transaction deadline
 		}
 		switch {
-		case s.sess != nil && now.Sub(s.txStart) > h.cfg.TxTimeout:
+		case s.sess != nil && !s.txStart.IsZero() && now.Sub(s.txStart) > h.cfg.TxTimeout:
 			victims = append(victims, victim{s.sess, s.db.Name(), "transaction timeout"})
 			s.sess = nil
 			s.dead = &Error{Code: "TRANSACTION_TIMEOUT", Message: fmt.Sprintf(

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"zombiezen.com/go/sqlite"
 )
@@ -152,6 +153,9 @@ func (s *testSession) Close(ctx context.Context) (dbhost.Bookmark, error) {
 	return bm, nil
 }
 
+// StateChanged: the test database has no connection state of its own.
+func (s *testSession) StateChanged() bool { return false }
+
 type testConn struct{ c *sqlite.Conn }
 
 func (tc *testConn) Autocommit() bool { return tc.c.AutocommitEnabled() }
@@ -173,7 +177,7 @@ func (tc *testConn) prepare(ctx context.Context, sql string) (*sqlite.Stmt, erro
 	if err != nil {
 		return nil, convertErr(err)
 	}
-	if trailing > 0 && skipBlanks(sql[len(sql)-trailing:], 0) < trailing {
+	if trailing > 0 && sqltext.SkipBlanks(sql[len(sql)-trailing:], 0) < trailing {
 		st.Finalize()
 		return nil, &dbhost.Error{Code: "SQLITE_ERROR", Message: "only one statement per request is allowed"}
 	}
@@ -291,7 +295,7 @@ func (tc *testConn) Describe(ctx context.Context, sql string) (dbhost.Descriptio
 	for i := range st.ColumnCount() {
 		d.Columns = append(d.Columns, dbhost.Column{Name: st.ColumnName(i), DeclType: declType(tc.c, st, i)})
 	}
-	words := leadingWords(sql, 2)
+	words := sqltext.LeadingWords(sql, 2)
 	if len(words) > 0 {
 		switch words[0] {
 		case "SELECT", "VALUES", "EXPLAIN":

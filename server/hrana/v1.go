@@ -35,6 +35,8 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return
 	}
 	defer cancel()
+	released := false
+	defer h.endOnPanic(w, x.s, &released)
 	defer x.endSession()
 	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
 	if e == nil {
@@ -68,6 +70,8 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return
 	}
 	defer cancel()
+	released := false
+	defer h.endOnPanic(w, x.s, &released)
 	defer x.endSession()
 	res, e := x.batch(body.Batch)
 	markReplayed(w, idem)

@@ -115,64 +115,24 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	read := true
-	for _, st := range stmts {
-		read = read && dbhost.IsReadStatement(st.SQL)
+	if !p.CanWrite(name) {
+		db = dbhost.ReadOnly(db) // its writes fail with SQLITE_READONLY
 	}
-	if !read && !p.CanWrite(name) {
-		WriteError(w, forbidden(name))
-		return
+	q := &request{stmts: stmts, results: make([]dbhost.Result, len(stmts)), parent: r.Context(),
+		limit: a.requestTimeout, name: name, readOnly: !p.CanWrite(name)}
+	ctx := r.Context()
+	if idem != nil { // the key applies to writes only; a read ignores it
+		idem.Save = func() ([]byte, error) { return encodeResults(q.results) }
+		idem.Load = func(b []byte) error { return decodeResults(b, q.results) }
+		ctx = dbhost.WithIdempotency(ctx, idem)
 	}
-	results := make([]dbhost.Result, len(stmts))
-	// The limit starts when the statements do and bounds only them: waiting
-	// for the writer or for the upload stays under the caller's context, so
-	// a request that committed is never answered as timed out.
-	run := func(c dbhost.Conn) error {
-		ctx, cancel := context.WithTimeout(r.Context(), a.requestTimeout)
-		defer cancel()
-		for i, st := range stmts {
-			res, err := c.Exec(ctx, st)
-			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-					return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
-						"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
-						a.requestTimeout, i+1, len(stmts))}
-				}
-				return statementError(i, len(stmts), err)
-			}
-			results[i] = res
-		}
-		return nil
+	b, err := dbhost.RunAuto(ctx, db, q.sqls(), q.runAll)
+	if dbhost.IsOwnConnectionError(err) {
+		b, err = q.runOwn(ctx, db, idem)
 	}
-	var b dbhost.Bookmark
-	if read {
-		b, err = db.Read(r.Context(), func(c dbhost.Conn) error {
-			if len(stmts) == 1 {
-				return run(c)
-			}
-			// A batch of reads sees one snapshot.
-			if _, err := c.Exec(r.Context(), dbhost.Stmt{SQL: "BEGIN"}); err != nil {
-				return err
-			}
-			err := run(c)
-			c.Exec(r.Context(), dbhost.Stmt{SQL: "COMMIT"})
-			return err
-		})
-		if dbhost.IsReadOnlyError(err) && p.CanWrite(name) { // it looked like a read but writes
-			read = false
-		}
-	}
-	if !read {
-		ctx := r.Context()
-		if idem != nil { // the key applies to writes only; a read ignores it
-			idem.Save = func() ([]byte, error) { return encodeResults(results) }
-			idem.Load = func(b []byte) error { return decodeResults(b, results) }
-			ctx = dbhost.WithIdempotency(ctx, idem)
-		}
-		b, err = db.Write(ctx, run)
-		if idem != nil && idem.Replayed() {
-			w.Header().Set(ReplayedHeader, "true")
-		}
+	results := q.results
+	if idem != nil && idem.Replayed() {
+		w.Header().Set(ReplayedHeader, "true")
 	}
 	if b > 0 || err == nil {
 		w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(b), 10))
@@ -212,6 +172,16 @@ func statementError(i, n int, err error) error {
 		return err
 	}
 	return &dbhost.Error{Code: e.Code, Status: e.Status, Message: fmt.Sprintf("statement %d of the batch (nothing of the batch was applied): %s", i+1, e.Message)}
+}
+
+// readOnlyToken explains a write refused on a read-only connection.
+func readOnlyToken(err error, name string) error {
+	var e *dbhost.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	return &dbhost.Error{Code: e.Code, Status: http.StatusForbidden,
+		Message: e.Message + " (this token has read-only access to database \"" + name + "\")"}
 }
 
 func badRequest(msg string) error {
@@ -259,10 +229,7 @@ func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
 }
 
 func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
-	st := dbhost.Stmt{SQL: sql, WantRows: true}
-	if sql == "" {
-		return st, badRequest(`"sql" is empty`)
-	}
+	st := dbhost.Stmt{SQL: sql, WantRows: true} // "" holds no statement: an empty result, as in SQLite
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return st, nil

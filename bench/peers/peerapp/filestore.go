@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// fileStore appends one line per write to a file per family, as seed 004's
+// fileStore appends one line per write to a file per family, as a text-file BBS
 // text-file BBS did: no fsync, no index; reads scan the file.
 type fileStore struct {
 	dir   string

@@ -1,10 +1,10 @@
 // Command peerapp is the tiny HTTP app that sluice's benchmarks compare sluice
 // with: the same routes for every scenario, backed by one of three stores —
 //
-//	-store sqlite   net/http + mattn/go-sqlite3, the seed-001 stack (run
+//	-store sqlite   net/http + mattn/go-sqlite3, the reference stack (run
 //	                `litestream replicate` beside it to make it durable)
 //	-store mariadb  the same SQL on MariaDB (github.com/go-sql-driver/mysql)
-//	-store file     append-only files, as seed 004's text-file BBS
+//	-store file     append-only files, as a text-file BBS would
 //
 // It is its own main package so that mattn/go-sqlite3 never enters the sluice
 // binary (two SQLite libraries in one process break POSIX locks).
@@ -52,7 +52,7 @@ type d1row struct {
 	Region    string `json:"region"`
 }
 
-// Seed 001's JSON document and seed 004's post, as the scenarios send them.
+// The insert scenario's JSON document and the BBS post, as the scenarios send them.
 const (
 	seedJSON = `{"age":10, "name":"yamada", "class":"A"}`
 	bbsText  = "Hello from the bench: a short BBS post of about twenty bytes."

@@ -1,69 +1,101 @@
-package hrana
+// Package sqltext reads what the text of SQL says before SQLite sees it: the
+// leading keywords, a statement's role in transactions (BEGIN, COMMIT,
+// ROLLBACK, SAVEPOINT), and where the statements of a script end. Whether a
+// statement reads or writes is not decided here: SQLite says that when it
+// prepares the statement on the connection that runs it.
+//
+// It imports only the standard library; server/dbhost and server/hrana use it.
+package sqltext
 
 import "strings"
 
-// stmtKind says how a statement interacts with transactions, which decides
+// TxKind says how a statement interacts with transactions, which decides
 // where it may run: a write group cannot run BEGIN/COMMIT/ROLLBACK because it
 // already sits inside a savepoint of a transaction shared with other requests.
-type stmtKind int
+type TxKind int
 
 const (
-	kindPlain     stmtKind = iota // any statement that is not transaction control
-	kindBegin                     // BEGIN [DEFERRED|IMMEDIATE|EXCLUSIVE] [TRANSACTION]
-	kindCommit                    // COMMIT or END
-	kindRollback                  // ROLLBACK (the whole transaction)
-	kindSavepoint                 // SAVEPOINT, RELEASE, ROLLBACK TO
+	Plain     TxKind = iota // any statement that is not transaction control
+	Begin                   // BEGIN [DEFERRED|IMMEDIATE|EXCLUSIVE] [TRANSACTION]
+	Commit                  // COMMIT or END
+	Rollback                // ROLLBACK (the whole transaction)
+	Savepoint               // SAVEPOINT, RELEASE, ROLLBACK TO
 )
 
-// classified is a statement's transaction role.
-type classified struct {
-	kind stmtKind
-	// readOnlyBegin marks libSQL's "BEGIN TRANSACTION READONLY", which stock
+// TxRole is a statement's transaction role.
+type TxRole struct {
+	Kind TxKind
+	// ReadOnlyBegin marks libSQL's "BEGIN TRANSACTION READONLY", which stock
 	// SQLite does not parse; it is run as BEGIN DEFERRED and writes are refused.
-	readOnlyBegin bool
+	ReadOnlyBegin bool
 }
 
-func (c classified) isTxControl() bool { return c.kind != kindPlain }
+// IsTxControl reports whether the statement begins or ends a transaction or
+// a savepoint.
+func (r TxRole) IsTxControl() bool { return r.Kind != Plain }
 
-// classify reads the leading keywords of sql (skipping blanks and comments).
-func classify(sql string) classified {
-	words := leadingWords(sql, 4)
+// Classify reads the leading keywords of sql (skipping blanks and comments).
+func Classify(sql string) TxRole {
+	words := LeadingWords(sql, 4)
 	if len(words) == 0 {
-		return classified{kind: kindPlain}
+		return TxRole{Kind: Plain}
 	}
 	switch words[0] {
 	case "BEGIN":
-		c := classified{kind: kindBegin}
+		c := TxRole{Kind: Begin}
 		for _, w := range words[1:] {
 			if w == "READONLY" {
-				c.readOnlyBegin = true
+				c.ReadOnlyBegin = true
 			}
 		}
 		return c
 	case "COMMIT", "END":
-		return classified{kind: kindCommit}
+		return TxRole{Kind: Commit}
 	case "ROLLBACK":
 		rest := words[1:]
 		if len(rest) > 0 && rest[0] == "TRANSACTION" {
 			rest = rest[1:]
 		}
 		if len(rest) > 0 && rest[0] == "TO" {
-			return classified{kind: kindSavepoint}
+			return TxRole{Kind: Savepoint}
 		}
-		return classified{kind: kindRollback}
+		return TxRole{Kind: Rollback}
 	case "SAVEPOINT", "RELEASE":
-		return classified{kind: kindSavepoint}
+		return TxRole{Kind: Savepoint}
 	}
-	return classified{kind: kindPlain}
+	return TxRole{Kind: Plain}
 }
 
-// leadingWords returns up to n upper-cased leading keywords of sql, stopping at
+// FirstKeyword returns the upper-cased first keyword of sql, or "" when it
+// starts with something else (or holds only blanks and comments).
+func FirstKeyword(sql string) string {
+	if w := LeadingWords(sql, 1); len(w) == 1 {
+		return w[0]
+	}
+	return ""
+}
+
+// IsBlank reports whether sql holds nothing but blanks, comments and
+// semicolons: SQLite prepares no statement from it.
+func IsBlank(sql string) bool {
+	i := 0
+	for {
+		i = SkipBlanks(sql, i)
+		if i < len(sql) && sql[i] == ';' {
+			i++
+			continue
+		}
+		return i >= len(sql)
+	}
+}
+
+// LeadingWords returns up to n upper-cased leading keywords of sql, stopping at
 // the first token that is not a bare word.
-func leadingWords(sql string, n int) []string {
+func LeadingWords(sql string, n int) []string {
 	var words []string
 	i := 0
 	for len(words) < n {
-		i = skipBlanks(sql, i)
+		i = SkipBlanks(sql, i)
 		start := i
 		for i < len(sql) && isWordByte(sql[i]) {
 			i++
@@ -80,8 +112,8 @@ func isWordByte(b byte) bool {
 	return b == '_' || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
 }
 
-// skipBlanks skips whitespace and SQL comments from i.
-func skipBlanks(sql string, i int) int {
+// SkipBlanks skips whitespace and SQL comments from i.
+func SkipBlanks(sql string, i int) int {
 	for i < len(sql) {
 		switch {
 		case sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r' || sql[i] == '\f':
@@ -103,11 +135,11 @@ func skipBlanks(sql string, i int) int {
 	return i
 }
 
-// splitStatements splits a semicolon-separated script into statements the way
+// Split splits a semicolon-separated script into statements the way
 // sqlite3_complete finds their ends: semicolons inside quotes, identifiers,
 // comments and CREATE TRIGGER bodies (up to "END;") do not split. Statements
 // that hold only blanks and comments are dropped.
-func splitStatements(script string) []string {
+func Split(script string) []string {
 	var out []string
 	start := 0
 	inTrigger := false
@@ -117,7 +149,7 @@ func splitStatements(script string) []string {
 	i := 0
 	emit := func(end int) {
 		s := script[start:end]
-		if skipBlanks(s, 0) < len(s) {
+		if SkipBlanks(s, 0) < len(s) {
 			out = append(out, strings.TrimSpace(s))
 		}
 		start = end + 1
@@ -138,7 +170,7 @@ func splitStatements(script string) []string {
 			}
 			lastWord = ""
 		case strings.HasPrefix(script[i:], "--") || strings.HasPrefix(script[i:], "/*"):
-			i = skipBlanks(script, i)
+			i = SkipBlanks(script, i)
 		case isWordByte(c):
 			j := i
 			for j < len(script) && isWordByte(script[j]) {
@@ -169,7 +201,7 @@ func splitStatements(script string) []string {
 	}
 	if start < len(script) {
 		s := script[start:]
-		if skipBlanks(s, 0) < len(s) {
+		if SkipBlanks(s, 0) < len(s) {
 			out = append(out, strings.TrimSpace(s))
 		}
 	}

@@ -1,0 +1,177 @@
+// Package confyaml decodes sluice's YAML config files the same way for every
+// command: $VAR and ${VAR} expanded from the environment (as Litestream
+// does), keys in kebab-case with snake_case accepted as an alias, and an
+// unknown key refused with the nearest known one.
+package confyaml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicedb/sluice/internal/suggest"
+)
+
+// Options tune Decode.
+type Options struct {
+	// NoExpandEnv leaves $VAR untouched (a password containing "$").
+	NoExpandEnv bool
+	// Aliases renames top-level keys (old spelling → current) before decoding.
+	Aliases map[string]string
+}
+
+// ExpandEnv replaces $VAR and ${VAR} with the environment's values (unset:
+// empty) and $PID with the process id, as Litestream does.
+func ExpandEnv(s string) string {
+	return os.Expand(s, func(key string) string {
+		if key == "PID" {
+			return strconv.Itoa(os.Getpid())
+		}
+		return os.Getenv(key)
+	})
+}
+
+// Decode parses raw into out (a pointer to a struct with kebab-case yaml
+// tags). An empty document leaves out unchanged.
+func Decode(raw []byte, out any, opts Options) error {
+	if !opts.NoExpandEnv {
+		raw = []byte(ExpandEnv(string(raw)))
+	}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(raw)).Decode(&doc); err != nil {
+		if err.Error() == "EOF" {
+			return nil
+		}
+		return err
+	}
+	normalizeKeys(&doc)
+	renameTopLevel(&doc, opts.Aliases)
+	if err := checkKeys(&doc, reflect.TypeOf(out), ""); err != nil {
+		return err
+	}
+	return doc.Decode(out)
+}
+
+// normalizeKeys rewrites snake_case mapping keys to kebab-case.
+func normalizeKeys(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml.ScalarNode && strings.Contains(k.Value, "_") {
+				k.Value = strings.ReplaceAll(k.Value, "_", "-")
+			}
+		}
+	}
+	for _, c := range n.Content {
+		normalizeKeys(c)
+	}
+}
+
+// renameTopLevel applies aliases to the document's top-level keys; a key
+// given in both spellings is left for the decoder to report as a duplicate.
+func renameTopLevel(doc *yaml.Node, aliases map[string]string) {
+	if len(aliases) == 0 || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if to, ok := aliases[m.Content[i].Value]; ok {
+			m.Content[i].Value = to
+		}
+	}
+}
+
+var nodeType = reflect.TypeOf(yaml.Node{})
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// checkKeys refuses a mapping key that t has no field for.
+func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
+	for t.Kind() == reflect.Pointer {
+		if t.Implements(unmarshalerType) {
+			return nil
+		}
+		t = t.Elem()
+	}
+	if t == nodeType || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkKeys(c, t, where); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			return nil // a type mismatch: the decoder reports it
+		}
+		for i, c := range n.Content {
+			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.MappingNode:
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		collectFields(t, fields)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" { // YAML merge key
+				continue
+			}
+			ft, ok := fields[k.Value]
+			path := strings.TrimPrefix(where+"."+k.Value, ".")
+			if !ok {
+				names := make([]string, 0, len(fields))
+				for name := range fields {
+					names = append(names, name)
+				}
+				msg := fmt.Sprintf("line %d: unknown key %q", k.Line, path)
+				if s := suggest.Closest(k.Value, names); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return errors.New(msg)
+			}
+			if err := checkKeys(v, ft, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// collectFields maps every yaml key of struct t (inline structs included) to its type.
+func collectFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			collectFields(ft, out)
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+}

@@ -1,0 +1,66 @@
+package confyaml
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/units"
+)
+
+type inner struct {
+	MaxBodySize units.Size     `yaml:"max-body-size"`
+	Timeout     units.Duration `yaml:"statement-timeout"`
+}
+
+type shared struct {
+	Region string `yaml:"region"`
+}
+
+type sample struct {
+	shared `yaml:",inline"`
+	Addr   string  `yaml:"addr"`
+	Limits inner   `yaml:"limits"`
+	Items  []inner `yaml:"items"`
+}
+
+func TestDecodeAcceptsBothKeyStylesAndHumanUnits(t *testing.T) {
+	t.Setenv("SLUICE_TEST_ADDR", ":9090")
+	var s sample
+	err := Decode([]byte(`
+addr: ${SLUICE_TEST_ADDR}
+region: eu
+limits:
+  max_body_size: 8MiB
+  statement-timeout: 1m30s
+items:
+  - statement_timeout: 7d
+`), &s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr != ":9090" || s.Region != "eu" || s.Limits.MaxBodySize != 8<<20 || s.Limits.Timeout.String() != "1m30s" || s.Items[0].Timeout.String() != "7d" {
+		t.Fatalf("decoded %+v", s)
+	}
+}
+
+func TestDecodeNoExpandEnvKeepsDollar(t *testing.T) {
+	var s sample
+	if err := Decode([]byte("addr: pa$$word$X\n"), &s, Options{NoExpandEnv: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr != "pa$$word$X" {
+		t.Fatalf("addr = %q", s.Addr)
+	}
+}
+
+func TestDecodeRefusesUnknownKeyWithSuggestion(t *testing.T) {
+	var s sample
+	err := Decode([]byte("limits:\n  statement-timout: 5s\n"), &s, Options{})
+	if err == nil || !strings.Contains(err.Error(), `did you mean "statement-timeout"`) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("err = %v", err)
+	}
+	err = Decode([]byte("limits:\n  statement-timeout: 5\n"), &s, Options{})
+	if err == nil || !strings.Contains(err.Error(), "no unit") {
+		t.Fatalf("a bare number was accepted as a duration: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package hrana
+
+import "encoding/json"
+
+// cursorEntry is one entry of a cursor (Hrana 3's CursorEntry): the results
+// of a batch, step by step and row by row.
+type cursorEntry struct {
+	Type     string // step_begin, row, step_end, step_error or error
+	Step     uint32
+	Cols     []colJSON   // step_begin
+	Row      []valueJSON // row
+	Affected int64       // step_end
+	RowID    *string     // step_end
+	Err      *Error      // step_error, error
+}
+
+// cursorEntries turns a batch's outcome into cursor entries; failed (the
+// whole batch failed) becomes the one and last error entry.
+func cursorEntries(res *batchResultJSON, failed *Error) []cursorEntry {
+	if failed != nil {
+		return []cursorEntry{{Type: "error", Err: failed}}
+	}
+	var out []cursorEntry
+	for i := range res.StepResults {
+		step := uint32(i)
+		if err := res.StepErrors[i]; err != nil {
+			out = append(out, cursorEntry{Type: "step_error", Step: step, Err: err})
+			continue
+		}
+		sr := res.StepResults[i]
+		if sr == nil {
+			continue // skipped by its condition
+		}
+		out = append(out, cursorEntry{Type: "step_begin", Step: step, Cols: sr.Cols})
+		for _, row := range sr.Rows {
+			out = append(out, cursorEntry{Type: "row", Row: row})
+		}
+		out = append(out, cursorEntry{Type: "step_end", Affected: sr.AffectedRowCount, RowID: sr.LastInsertRowID})
+	}
+	return out
+}
+
+func (e cursorEntry) MarshalJSON() ([]byte, error) {
+	switch e.Type {
+	case "step_begin":
+		return json.Marshal(map[string]any{"type": e.Type, "step": e.Step, "cols": e.Cols})
+	case "row":
+		return json.Marshal(map[string]any{"type": e.Type, "row": e.Row})
+	case "step_end":
+		return json.Marshal(map[string]any{"type": e.Type, "affected_row_count": e.Affected, "last_insert_rowid": e.RowID})
+	case "step_error":
+		return json.Marshal(map[string]any{"type": e.Type, "step": e.Step, "error": e.Err})
+	}
+	return json.Marshal(map[string]any{"type": "error", "error": e.Err})
+}
+
+// pbCursorEntry encodes e as a protobuf CursorEntry.
+func pbCursorEntry(w *pbWriter, e cursorEntry) {
+	switch e.Type {
+	case "step_begin":
+		w.message(1, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Step))
+			pbCols(w, 2, e.Cols)
+		})
+	case "step_end":
+		w.message(2, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Affected))
+			pbRowID(w, 2, e.RowID)
+		})
+	case "step_error":
+		w.message(3, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Step))
+			w.message(2, func(w *pbWriter) { pbError(w, e.Err) })
+		})
+	case "row":
+		w.message(4, func(w *pbWriter) { pbRow(w, e.Row) })
+	default:
+		w.message(5, func(w *pbWriter) { pbError(w, e.Err) })
+	}
+}

@@ -1,0 +1,143 @@
+package jsonapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// request runs the statements of one query request.
+type request struct {
+	stmts    []dbhost.Stmt
+	results  []dbhost.Result
+	parent   context.Context // the HTTP request's
+	limit    time.Duration   // bounds the statements together
+	name     string
+	readOnly bool // the token may only read
+}
+
+func (q *request) sqls() []string {
+	out := make([]string, len(q.stmts))
+	for i, st := range q.stmts {
+		out[i] = st.SQL
+	}
+	return out
+}
+
+// bounded is the context the statements run under: the request's time limit
+// starts when they do and bounds only them. Waiting for the writer or for
+// the upload stays under the caller's context, so a request that committed
+// is never answered as timed out.
+func (q *request) bounded() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(q.parent, q.limit)
+}
+
+// runAll is the RunAuto callback: every statement, a batch of reads in one
+// snapshot.
+func (q *request) runAll(c dbhost.Conn, onReader bool) error {
+	ctx, cancel := q.bounded()
+	defer cancel()
+	if !onReader || len(q.stmts) == 1 {
+		return q.run(ctx, c, 0, len(q.stmts), onReader)
+	}
+	if _, err := c.Exec(ctx, dbhost.Stmt{SQL: "BEGIN"}); err != nil {
+		return err
+	}
+	err := q.run(ctx, c, 0, len(q.stmts), true)
+	c.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "COMMIT"})
+	return err
+}
+
+// run executes stmts[from:to] on c. rerun: a write met on a read connection
+// is returned as it is, for RunAuto to run the request in a write group; a
+// statement that needs a connection of its own always is.
+func (q *request) run(ctx context.Context, c dbhost.Conn, from, to int, rerun bool) error {
+	for i := from; i < to; i++ {
+		res, err := c.Exec(ctx, q.stmts[i])
+		if err == nil {
+			q.results[i] = res
+			continue
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && q.parent.Err() == nil {
+			return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
+				"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
+				q.limit, i+1, len(q.stmts))}
+		}
+		if dbhost.IsOwnConnectionError(err) || (rerun && dbhost.IsReadOnlyError(err)) {
+			return err
+		}
+		if dbhost.IsReadOnlyError(err) && q.readOnly {
+			err = readOnlyToken(err, q.name)
+		}
+		return statementError(i, len(q.stmts), err)
+	}
+	return nil
+}
+
+// runOwn runs a request that changes its connection (a connection-state
+// pragma such as foreign_keys=OFF, or a TEMP object) on a connection of its
+// own, closed when the request ends, so nothing of it reaches another client.
+// The request keeps its contract, one transaction: the PRAGMA statements it
+// begins with run before that transaction and those it ends with after it,
+// as a migration script does on a local file (foreign_keys, for one, is a
+// no-op inside a transaction); everything else runs inside.
+func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *dbhost.Idempotency) (dbhost.Bookmark, error) {
+	if idem != nil {
+		// A keyed request's answer is stored in the transaction of its write
+		// group, which this request does not use.
+		return 0, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "this request changes its connection " +
+			"(a connection pragma or a TEMP object), so it cannot run with an Idempotency-Key; send it without one"}
+	}
+	for i, st := range q.stmts {
+		if sqltext.Classify(st.SQL).IsTxControl() {
+			return 0, statementError(i, len(q.stmts), &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+				Message: "statement refused: BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction"})
+		}
+	}
+	sess, err := db.Session(ctx)
+	if err != nil {
+		return 0, err
+	}
+	first, last := 0, len(q.stmts)
+	for first < last && sqltext.FirstKeyword(q.stmts[first].SQL) == "PRAGMA" {
+		first++
+	}
+	for last > first && sqltext.FirstKeyword(q.stmts[last-1].SQL) == "PRAGMA" {
+		last--
+	}
+	bounded, cancel := q.bounded()
+	err = q.run(bounded, sess, 0, first, false)
+	if err == nil && first < last {
+		err = q.inTransaction(bounded, sess, first, last)
+	}
+	if err == nil {
+		err = q.run(bounded, sess, last, len(q.stmts), false)
+	}
+	cancel()
+	bm, cerr := sess.Close(context.WithoutCancel(ctx))
+	if err == nil {
+		err = cerr
+	}
+	return bm, err
+}
+
+// inTransaction runs stmts[from:to] on sess in one transaction: committed
+// (and durable, see Session.Exec) when all succeed, rolled back otherwise.
+func (q *request) inTransaction(ctx context.Context, sess dbhost.Session, from, to int) error {
+	if _, err := sess.Exec(ctx, dbhost.Stmt{SQL: "BEGIN IMMEDIATE"}); err != nil {
+		return err
+	}
+	if err := q.run(ctx, sess, from, to, false); err != nil {
+		if !sess.Autocommit() {
+			sess.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "ROLLBACK"})
+		}
+		return err
+	}
+	_, err := sess.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "COMMIT"})
+	return err
+}
