@@ -103,16 +103,18 @@ func (s *Scheduler) start() {
 }
 
 // Add registers c under key (a database's name) and returns the function
-// that releases it when the database closes: a released compactor with
-// level-0 files waiting gets one Flush when a worker is free, then is
-// forgotten; release never waits for a pass. Adding a key that is still
+// that releases it when the database closes. release(true) never waits: a
+// compactor with level-0 files waiting gets one Flush when a worker is free,
+// then is forgotten. release(false) cancels a pass in flight and returns once
+// nothing of c writes any more: for a replica about to be purged, or handed
+// to another process with its lease. Adding a key that is still
 // registered (a database reopened before its flush ran) cancels and
 // replaces the old compactor: the new one lists the store afresh.
-func (s *Scheduler) Add(key string, c *Compactor) (release func()) {
+func (s *Scheduler) Add(key string, c *Compactor) (release func(flush bool)) {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		return func() {}
+		return func(bool) {}
 	}
 	old := s.jobs[key]
 	j := &job{key: key, c: c, added: time.Now()}
@@ -127,7 +129,13 @@ func (s *Scheduler) Add(key string, c *Compactor) (release func()) {
 		<-wait // two compactors of one replica must not work at once
 	}
 	s.poke()
-	return func() { s.release(j) }
+	return func(flush bool) {
+		if flush {
+			s.release(j)
+		} else {
+			s.drop(j)
+		}
+	}
 }
 
 func (s *Scheduler) release(j *job) {
@@ -143,6 +151,23 @@ func (s *Scheduler) release(j *job) {
 	}
 	j.retryAt, j.backoff = time.Time{}, 0
 	s.poke()
+}
+
+// drop forgets j at once, cancelling its pass in flight and waiting for it.
+func (s *Scheduler) drop(j *job) {
+	s.mu.Lock()
+	var wait chan struct{}
+	if s.jobs[j.key] == j {
+		delete(s.jobs, j.key)
+	}
+	if j.running {
+		j.cancel()
+		wait = j.done
+	}
+	s.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
 }
 
 // Stop cancels the passes in flight, waits for the workers to return and

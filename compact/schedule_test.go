@@ -130,8 +130,8 @@ func TestSchedulerFlushesReleasedCompactorsThenForgetsThem(t *testing.T) {
 		t.Fatalf("backlog %d after 5 new files; want 5", n)
 	}
 	start := time.Now()
-	releaseIdle()
-	release()
+	releaseIdle(true)
+	release(true)
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("release waited %s for a pass", d)
 	}
@@ -167,7 +167,7 @@ func TestSchedulerStopCancelsPassesInFlight(t *testing.T) {
 		t.Fatalf("after Stop: %+v", st)
 	}
 	release := s.Add("later", c)
-	release()
+	release(true)
 	if st := s.Stats(); st.Compactors != 0 {
 		t.Fatalf("Add after Stop registered a compactor: %+v", st)
 	}
@@ -205,5 +205,25 @@ func TestSchedulerPassDeadlineFreesTheWorker(t *testing.T) {
 		if retry.IsZero() {
 			t.Fatal("the stuck pass ended without a backoff before its retry")
 		}
+	}
+}
+
+// Releasing without a flush (a replica about to be purged or handed over)
+// cancels the pass in flight and returns only once it has ended, so nothing
+// of that compactor writes afterwards.
+func TestSchedulerReleaseWithoutFlushEndsThePassFirst(t *testing.T) {
+	s := NewScheduler(1)
+	defer s.Stop()
+	c, _, _ := shipped(t, fastTempDir(t), 5, func(st replica.Store) replica.Store { return hungStore{st} })
+	c.cfg.CallTimeout = time.Hour
+	release := s.Add("purged", c)
+	waitFor(t, "the pass to start", func() bool { return s.Stats().Running == 1 })
+	start := time.Now()
+	release(false)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("release took %s", d)
+	}
+	if st := s.Stats(); st.Compactors != 0 || st.Running != 0 {
+		t.Fatalf("after release without flush: %+v; want nothing registered or running", st)
 	}
 }

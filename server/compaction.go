@@ -18,7 +18,9 @@ import (
 //
 // Closing an idle database releases its compactor without waiting: the
 // scheduler folds its level-0 files into level 1 when a worker is free, and
-// forgets it. Shutdown stops the scheduler first, cancelling passes in
+// forgets it. A database deleted, or closed with a lease that another
+// instance may take next, is forgotten at once instead (its pass in flight
+// cancelled): nothing may write a replica this process no longer owns. Shutdown stops the scheduler first, cancelling passes in
 // flight: it leaves level 0 for the next start instead of merging on the
 // way out (the final uploads alone decide how long SIGTERM takes).
 type compaction struct {
@@ -39,11 +41,11 @@ func newCompaction(cfg Compaction, logger *slog.Logger) *compaction {
 }
 
 // starter returns the per-database hook for dbhost (nil when disabled).
-func (c *compaction) starter() func(replica.Store, string) (func(replica.LTXFile), func()) {
+func (c *compaction) starter() func(replica.Store, string) (func(replica.LTXFile), func(bool)) {
 	if c.sched == nil {
 		return nil
 	}
-	return func(store replica.Store, name string) (func(replica.LTXFile), func()) {
+	return func(store replica.Store, name string) (func(replica.LTXFile), func(bool)) {
 		cp := compact.New(store, c.cfg, c.log.With("db", name))
 		return cp.Notify, c.sched.Add(name, cp)
 	}

@@ -41,7 +41,8 @@ type database struct {
 	unshipped       int       // commits not yet accepted by the store
 	oldestUnshipped time.Time // when the oldest of them committed
 
-	compactStop func()
+	compactStop func(flush bool)
+	deleting    atomic.Bool // Delete is closing it: its replica may be purged next
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
 	host       *Host
@@ -230,7 +231,10 @@ func (db *database) finishClose(ctx context.Context) error {
 	}
 	err := db.rep.Close(ctx)
 	if db.compactStop != nil {
-		db.compactStop()
+		// Merging level 0 after the close is for a replica this process
+		// keeps: not one about to be purged, or one whose lease is released
+		// next (another instance may own it then).
+		db.compactStop(!db.deleting.Load() && db.host.leases == nil)
 	}
 	db.writer.close()
 	close(db.readers)

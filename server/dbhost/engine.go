@@ -12,7 +12,7 @@ import (
 
 // EngineReplication wires the host to the capture engine and restore.
 // compact adds compaction and retention per database (nil: none).
-func EngineReplication(logger *slog.Logger, compact func(store replica.Store, name string) (func(replica.LTXFile), func())) Replication {
+func EngineReplication(logger *slog.Logger, compact func(store replica.Store, name string) (func(replica.LTXFile), func(bool))) Replication {
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -490,6 +490,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 		return notFound(name)
 	}
 	if db != nil {
+		db.deleting.Store(true)
 		if err := db.close(ctx); err != nil {
 			h.opts.Logger.Warn("closing database for delete", "db", name, "err", err)
 		}

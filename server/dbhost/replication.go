@@ -28,8 +28,10 @@ type Replication struct {
 	// exist); an empty replica is an error for which IsNoReplica is true.
 	Restore func(ctx context.Context, store replica.Store, path string) error
 	// Compact starts compaction and retention for one database's replica;
-	// notify receives each shipped file, stop ends it and waits. Nil: none.
-	Compact func(store replica.Store, name string) (notify func(replica.LTXFile), stop func())
+	// notify receives each shipped file. stop(true) ends it, perhaps merging
+	// what the database shipped afterwards; stop(false) returns only once
+	// nothing of it writes the replica any more. Nil: none.
+	Compact func(store replica.Store, name string) (notify func(replica.LTXFile), stop func(flush bool))
 
 	IsFenced, IsDiverged, IsNoReplica func(error) bool
 }
