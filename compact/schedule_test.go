@@ -227,3 +227,34 @@ func TestSchedulerReleaseWithoutFlushEndsThePassFirst(t *testing.T) {
 		t.Fatalf("after release without flush: %+v; want nothing registered or running", st)
 	}
 }
+
+// More than L0Trigger level-0 files make a compactor due at once, long
+// before its next clock boundary.
+func TestSchedulerRunsAPassWhenLevelZeroPassesTheTrigger(t *testing.T) {
+	s := NewScheduler(1)
+	defer s.Stop()
+	c, _, h := shipped(t, fastTempDir(t), 0, func(st replica.Store) replica.Store { return st })
+	c.cfg.Levels = []Level{{1, 24 * time.Hour}} // no boundary during the test
+	c.cfg.SnapshotInterval = 24 * time.Hour
+	c.cfg.L0Trigger = 4
+	s.Add("db", c)
+	waitFor(t, "the first pass", func() bool { return !c.NextDue().IsZero() })
+	due := c.NextDue()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 3; i++ {
+		writeOnce(h, rng, i)
+		c.Notify(h.Ship(time.Now()))
+	}
+	time.Sleep(2500 * time.Millisecond) // more than two ticks: under the trigger, nothing runs
+	if n, _ := c.Backlog(); n != 3 {
+		t.Fatalf("backlog %d with 3 files under a trigger of 4; want them left for the boundary", n)
+	}
+	for i := 3; i < 6; i++ {
+		writeOnce(h, rng, i)
+		c.Notify(h.Ship(time.Now()))
+	}
+	waitFor(t, "the triggered pass", func() bool { n, _ := c.Backlog(); return n == 0 })
+	if time.Now().After(due) {
+		t.Fatalf("the pass ran after the boundary at %s; the trigger should have run it before", due)
+	}
+}
