@@ -35,6 +35,7 @@ type Scheduler struct {
 	workers     int
 	tick        time.Duration
 	passTimeout time.Duration
+	onPass      func(time.Duration, error)
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wake        chan struct{}
@@ -79,9 +80,11 @@ const PassTimeout = 5 * time.Minute
 const maxFlushAttempts = 3
 
 // NewScheduler starts a scheduler with workers passes at once (<= 0:
-// DefaultWorkers). Each compactor logs its own failures.
-func NewScheduler(workers int) *Scheduler {
+// DefaultWorkers). Each compactor logs its own failures; onPass (if not
+// nil) is told how long every pass or flush took, for metrics.
+func NewScheduler(workers int, onPass func(took time.Duration, err error)) *Scheduler {
 	s := newScheduler(workers)
+	s.onPass = onPass
 	s.start()
 	return s
 }
@@ -304,6 +307,9 @@ func (s *Scheduler) run(j *job, flush bool) {
 		err = j.c.Flush(j.ctx, now)
 	} else {
 		err = j.c.CompactOnce(j.ctx, now)
+	}
+	if s.onPass != nil {
+		s.onPass(time.Since(now), err)
 	}
 	cancelled := s.ctx.Err() != nil
 	if err != nil && errors.Is(j.ctx.Err(), context.DeadlineExceeded) {

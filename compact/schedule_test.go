@@ -112,7 +112,7 @@ func TestSchedulerPriorityAgesSoNothingStarves(t *testing.T) {
 // scheduler, without the caller waiting, and the compactor is then
 // forgotten; one released with nothing to merge is forgotten at once.
 func TestSchedulerFlushesReleasedCompactorsThenForgetsThem(t *testing.T) {
-	s := NewScheduler(2)
+	s := NewScheduler(2, nil)
 	defer s.Stop()
 	root := fastTempDir(t)
 	same := func(st replica.Store) replica.Store { return st }
@@ -152,7 +152,7 @@ func TestSchedulerFlushesReleasedCompactorsThenForgetsThem(t *testing.T) {
 // Stop cancels a pass in flight (here one stuck on a store that never
 // answers) and returns at once; nothing runs afterwards.
 func TestSchedulerStopCancelsPassesInFlight(t *testing.T) {
-	s := NewScheduler(1)
+	s := NewScheduler(1, nil)
 	dir := fastTempDir(t)
 	c, _, _ := shipped(t, dir, 5, func(st replica.Store) replica.Store { return hungStore{st} })
 	c.cfg.CallTimeout = time.Hour
@@ -212,7 +212,7 @@ func TestSchedulerPassDeadlineFreesTheWorker(t *testing.T) {
 // cancels the pass in flight and returns only once it has ended, so nothing
 // of that compactor writes afterwards.
 func TestSchedulerReleaseWithoutFlushEndsThePassFirst(t *testing.T) {
-	s := NewScheduler(1)
+	s := NewScheduler(1, nil)
 	defer s.Stop()
 	c, _, _ := shipped(t, fastTempDir(t), 5, func(st replica.Store) replica.Store { return hungStore{st} })
 	c.cfg.CallTimeout = time.Hour
@@ -231,7 +231,7 @@ func TestSchedulerReleaseWithoutFlushEndsThePassFirst(t *testing.T) {
 // More than L0Trigger level-0 files make a compactor due at once, long
 // before its next clock boundary.
 func TestSchedulerRunsAPassWhenLevelZeroPassesTheTrigger(t *testing.T) {
-	s := NewScheduler(1)
+	s := NewScheduler(1, nil)
 	defer s.Stop()
 	c, _, h := shipped(t, fastTempDir(t), 0, func(st replica.Store) replica.Store { return st })
 	c.cfg.Levels = []Level{{1, 24 * time.Hour}} // no boundary during the test

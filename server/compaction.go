@@ -24,20 +24,34 @@ import (
 // flight: it leaves level 0 for the next start instead of merging on the
 // way out (the final uploads alone decide how long SIGTERM takes).
 type compaction struct {
-	sched *compact.Scheduler // nil when disabled
-	cfg   compact.Config
-	log   *slog.Logger
+	sched  *compact.Scheduler // nil when disabled
+	cfg    compact.Config
+	log    *slog.Logger
+	passes *metrics.Histogram // set by register, before the first database opens
 }
 
 func newCompaction(cfg Compaction, logger *slog.Logger) *compaction {
 	if cfg.Disabled {
 		return &compaction{}
 	}
-	return &compaction{
-		sched: compact.NewScheduler(cfg.Workers),
-		cfg:   compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)},
-		log:   logger,
+	c := &compaction{
+		cfg: compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)},
+		log: logger,
 	}
+	c.sched = compact.NewScheduler(cfg.Workers, c.observe)
+	return c
+}
+
+// observe records one pass's duration (a nil histogram records nothing).
+func (c *compaction) observe(took time.Duration, err error) {
+	if c.passes == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	c.passes.Observe(took.Seconds(), result)
 }
 
 // starter returns the per-database hook for dbhost (nil when disabled).
@@ -63,6 +77,8 @@ func (c *compaction) register(reg *metrics.Registry) {
 	if c.sched == nil {
 		return
 	}
+	c.passes = reg.NewHistogram("sluice_compaction_pass_seconds", "Compaction passes (and flushes of closed databases) by how long they took.",
+		[]float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}, "result")
 	gauge := func(f func(compact.SchedulerStats) float64) func() []metrics.Sample {
 		return func() []metrics.Sample { return []metrics.Sample{{Value: f(c.sched.Stats())}} }
 	}

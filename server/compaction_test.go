@@ -126,3 +126,21 @@ func TestShutdownCancelsCompactionInsteadOfWaiting(t *testing.T) {
 		t.Fatalf("after shutdown: %d level-0 and %d level-1 files; want every write in level 0 and no merge", len(levels[0]), len(levels[1]))
 	}
 }
+
+// /metrics shows the scheduler's backlog and the passes it ran.
+func TestCompactionMetrics(t *testing.T) {
+	_, ts, _ := newTestServer(t, func(c *Config) { c.Compaction.Disabled = false })
+	expect(t, do(t, "PUT", ts.URL+"/v1/databases/m", "", ""), 201)
+	expect(t, query(t, ts.URL, "m", "", `{"sql":"CREATE TABLE t(x)"}`), 200)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body := string(do(t, "GET", ts.URL+"/metrics", "", "").body)
+		if strings.Contains(body, "sluice_compaction_backlog_files") && strings.Contains(body, `sluice_compaction_pass_seconds_count{result="ok"}`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction pass in /metrics after 30s:\n%s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
