@@ -119,18 +119,23 @@ func (s *Scheduler) Add(key string, c *Compactor) (release func(flush bool)) {
 		s.mu.Unlock()
 		return func(bool) {}
 	}
-	old := s.jobs[key]
 	j := &job{key: key, c: c, added: time.Now()}
-	s.jobs[key] = j
-	var wait chan struct{}
-	if old != nil && old.running {
+	if old := s.jobs[key]; old != nil && old.running {
+		// Two compactors of one replica must not work at once: the new one
+		// is registered only once the old one's pass has ended.
+		delete(s.jobs, key)
 		old.cancel()
-		wait = old.done
+		ended := old.done
+		s.mu.Unlock()
+		<-ended
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			return func(bool) {}
+		}
 	}
+	s.jobs[key] = j
 	s.mu.Unlock()
-	if wait != nil {
-		<-wait // two compactors of one replica must not work at once
-	}
 	s.poke()
 	return func(flush bool) {
 		if flush {

@@ -2,9 +2,11 @@ package compact
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,5 +258,53 @@ func TestSchedulerRunsAPassWhenLevelZeroPassesTheTrigger(t *testing.T) {
 	waitFor(t, "the triggered pass", func() bool { n, _ := c.Backlog(); return n == 0 })
 	if time.Now().After(due) {
 		t.Fatalf("the pass ran after the boundary at %s; the trigger should have run it before", due)
+	}
+}
+
+// activeGets counts the objects open for reading (from Get to Close).
+type activeGets struct {
+	replica.Store
+	n *atomic.Int32
+}
+
+func (s activeGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	s.n.Add(1)
+	return countedBody{rc, s.n}, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int32
+}
+
+func (b countedBody) Close() error {
+	b.n.Add(-1)
+	return b.ReadCloser.Close()
+}
+
+// A database reopened while its old compactor's pass is in flight: Add
+// cancels that pass and registers the new compactor only once it has ended,
+// so two compactors never work on one replica at once.
+func TestSchedulerReopenWaitsForTheOldPass(t *testing.T) {
+	s := NewScheduler(2, nil)
+	defer s.Stop()
+	var active atomic.Int32
+	dir := fastTempDir(t)
+	old, fs, _ := shipped(t, dir, 5, func(st replica.Store) replica.Store { return activeGets{hungStore{st}, &active} })
+	old.cfg.CallTimeout = time.Hour
+	s.Add("db", old)
+	waitFor(t, "the old pass to read", func() bool { return active.Load() > 0 })
+	fresh := New(fs, Config{}, nil)
+	s.Add("db", fresh)
+	if n := active.Load(); n != 0 {
+		t.Fatalf("%d reads of the old compactor still in flight after the new one was added", n)
+	}
+	waitFor(t, "the new compactor's first pass", func() bool { return !fresh.NextDue().IsZero() })
+	if st := s.Stats(); st.Compactors != 1 {
+		t.Fatalf("%d compactors registered for one database; want 1", st.Compactors)
 	}
 }
