@@ -57,11 +57,19 @@ type Limits struct {
 	// DatabaseIdleTimeout closes a database unused this long (default 1m;
 	// negative: never). Reopening needs no restore.
 	DatabaseIdleTimeout Duration `yaml:"database_idle_timeout"`
+	// MaxConcurrentUploads bounds the write-path uploads in flight across
+	// every database (default 16). A database waiting for one keeps adding
+	// commits to its next upload instead of sending another small PUT.
+	MaxConcurrentUploads int `yaml:"max_concurrent_uploads"`
 }
 
 // Group tunes group commit.
 type Group struct {
 	MaxRequests int `yaml:"max_requests"` // requests per write group, default 1000
+	// CommitWindow: a sync write may wait up to this long after its commit
+	// to share an upload with the writes that follow (default 0: upload at
+	// once). Fewer PUTs for a few milliseconds of latency.
+	CommitWindow Duration `yaml:"commit_window"`
 }
 
 // Hrana tunes interactive streams.

@@ -56,6 +56,9 @@ func runServe(ctx context.Context, args []string) error {
 	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
 	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
 	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
+	commitWindow := fs.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)")
+	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +104,10 @@ func runServe(ctx context.Context, args []string) error {
 			cfg.IdempotencyWindow = server.Duration(*idemWindow)
 		case "replica-error-budget":
 			cfg.ReplicaErrorBudget = server.Duration(*budget)
+		case "commit-window":
+			cfg.Group.CommitWindow = server.Duration(*commitWindow)
+		case "max-concurrent-uploads":
+			cfg.Limits.MaxConcurrentUploads = *maxUploads
 		}
 	})
 	if cfg.ReplicaErrorBudget <= 0 {
@@ -112,6 +119,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, logger); err != nil {
+			return err
+		}
 	}
 	cfg.Tokens = append(cfg.Tokens, tokens...)
 	srv, err := server.New(ctx, cfg, logger, version)

@@ -73,7 +73,20 @@ type Options struct {
 
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration
+
+	// CommitWindow lets a sync write wait up to this long after its commit
+	// for others to share its upload (fewer PUTs, more latency) [0].
+	CommitWindow time.Duration
+	// MaxUploads bounds the write-path uploads in flight across every
+	// database; a database waiting for a slot keeps growing its next upload
+	// [DefaultMaxUploads]; < 0: no bound.
+	MaxUploads int
 }
+
+// DefaultMaxUploads is Options.MaxUploads unless configured: enough to keep
+// a remote store's round trips overlapped, few enough that a local one is not
+// flooded with small PUTs from many databases at once.
+const DefaultMaxUploads = 16
 
 func (o *Options) setDefaults() {
 	if o.StatementTimeout <= 0 {
@@ -103,6 +116,9 @@ func (o *Options) setDefaults() {
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = time.Minute
 	}
+	if o.MaxUploads == 0 {
+		o.MaxUploads = DefaultMaxUploads
+	}
 }
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -124,6 +140,15 @@ type Host struct {
 	opening   int            // slots reserved by databases being opened (under mu)
 	evicting  sync.WaitGroup // evictions under way; Close waits for them
 	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
+	uploads   *uploadSlots   // nil: uploads unbounded
+}
+
+// slots is the host's bound on uploads in flight (nil: none).
+func (h *Host) slots() *uploadSlots {
+	if h == nil {
+		return nil
+	}
+	return h.uploads
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -139,6 +164,9 @@ func New(opts Options) (*Host, error) {
 		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(h, *opts.Lease)
+	}
+	if opts.MaxUploads > 0 {
+		h.uploads = newUploadSlots(opts.MaxUploads)
 	}
 	h.stop = make(chan struct{})
 	if opts.IdleTimeout > 0 {

@@ -32,6 +32,7 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 	}
 	x, cancel := h.newExecution(r.Context(), s)
 	defer cancel()
+	x.rowsAsValues = true
 	var (
 		res    *batchResultJSON
 		failed *Error

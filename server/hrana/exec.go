@@ -36,6 +36,9 @@ type execution struct {
 	ctx      context.Context // the request's, bounded by RequestTimeout
 	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
+	// rowsAsValues keeps rows in stmtResultJSON.Rows (the cursor writes them
+	// one by one); otherwise they are encoded as they are stepped.
+	rowsAsValues bool
 }
 
 // newExecution bounds the request's total run time; call the returned
@@ -180,7 +183,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := x.h.runAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn) error {
-		rc := &runConn{conn: c, pooled: true, virtual: virtual, stop: x.ctx}
+		rc := &runConn{conn: c, pooled: true, virtual: virtual, stop: x.ctx, stream: !x.rowsAsValues}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -301,7 +304,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 		return outcome{}, s.dead
 	}
 	ctx, cancel := context.WithDeadline(x.ctx, deadline)
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx}
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: !x.rowsAsValues}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx

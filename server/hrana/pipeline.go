@@ -42,7 +42,7 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 	}
 	resp.Baton = h.release(s)
 	markReplayed(w, idem)
-	writeJSON(w, http.StatusOK, resp, x.bookmark)
+	writePipeline(w, &resp, x.bookmark)
 }
 
 func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
@@ -70,7 +70,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 		if out.errs[0] != nil {
 			return errResult(out.errs[0])
 		}
-		return okResult(map[string]any{"type": "execute", "result": out.results[0]})
+		return okResult(executeResponse{Result: out.results[0]})
 	case "batch":
 		res, e := x.batch(req.Batch)
 		if e != nil {

@@ -133,12 +133,7 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		for i, st := range stmts {
 			res, err := c.Exec(ctx, st)
 			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-					return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
-						"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
-						a.requestTimeout, i+1, len(stmts))}
-				}
-				return statementError(i, len(stmts), err)
+				return a.execError(r.Context(), ctx, i, len(stmts), err)
 			}
 			results[i] = res
 		}
@@ -146,20 +141,54 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	}
 	var b dbhost.Bookmark
 	if read {
+		// Reads stream their rows into the answer as SQLite steps them. Read
+		// runs fn on this goroutine and returns after it, so the pooled
+		// encoder is never touched once it is back in the pool.
+		enc := getEncoder()
+		defer putEncoder(enc)
+		streamed := make([]dbhost.Stmt, len(stmts))
+		for i, st := range stmts {
+			st.Rows = enc
+			streamed[i] = st
+		}
+		stream := func(c dbhost.Conn) error {
+			enc.reset()
+			ctx, cancel := context.WithTimeout(r.Context(), a.requestTimeout)
+			defer cancel()
+			for i, st := range streamed {
+				enc.begin(i)
+				res, err := c.Exec(ctx, st)
+				if err != nil {
+					return a.execError(r.Context(), ctx, i, len(stmts), err)
+				}
+				enc.end(res)
+			}
+			return nil
+		}
 		b, err = db.Read(r.Context(), func(c dbhost.Conn) error {
 			if len(stmts) == 1 {
-				return run(c)
+				return stream(c)
 			}
 			// A batch of reads sees one snapshot.
 			if _, err := c.Exec(r.Context(), dbhost.Stmt{SQL: "BEGIN"}); err != nil {
 				return err
 			}
-			err := run(c)
+			err := stream(c)
 			c.Exec(r.Context(), dbhost.Stmt{SQL: "COMMIT"})
 			return err
 		})
 		if dbhost.IsReadOnlyError(err) && p.CanWrite(name) { // it looked like a read but writes
 			read = false
+		} else {
+			if b > 0 || err == nil {
+				w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(b), 10))
+			}
+			if err != nil {
+				WriteError(w, err)
+				return
+			}
+			enc.send(w, b)
+			return
 		}
 	}
 	if !read {
@@ -182,6 +211,17 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResults(w, results, b)
+}
+
+// execError is statement i's error, or the request's time limit if that is
+// what ended it (limited is the request's context under the limit).
+func (a *API) execError(request, limited context.Context, i, n int, err error) error {
+	if errors.Is(limited.Err(), context.DeadlineExceeded) && request.Err() == nil {
+		return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
+			"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
+			a.requestTimeout, i+1, n)}
+	}
+	return statementError(i, n, err)
 }
 
 // pathDatabase returns the request's {name} once it is valid and the
@@ -299,56 +339,6 @@ func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
 		return st, badRequest("params must be an array (positional) or an object (named)")
 	}
 	return st, nil
-}
-
-// writeResults writes the response by hand: values need exact encodings
-// (int64 beyond 2^53, floats that stay floats, blobs as base64).
-func writeResults(w http.ResponseWriter, results []dbhost.Result, b dbhost.Bookmark) {
-	buf := make([]byte, 0, 256)
-	buf = append(buf, `{"results":[`...)
-	for i, res := range results {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, `{"columns":[`...)
-		for j, c := range res.Columns {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			q, _ := json.Marshal(c.Name)
-			buf = append(buf, q...)
-		}
-		buf = append(buf, `],"rows":[`...)
-		for j, row := range res.Rows {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, '[')
-			for k, v := range row {
-				if k > 0 {
-					buf = append(buf, ',')
-				}
-				buf = appendValue(buf, v)
-			}
-			buf = append(buf, ']')
-		}
-		buf = append(buf, `],"meta":{"changes":`...)
-		buf = strconv.AppendInt(buf, res.Changes, 10)
-		buf = append(buf, `,"last_row_id":`...)
-		buf = strconv.AppendInt(buf, res.LastInsertRowID, 10)
-		buf = append(buf, `,"rows_read":`...)
-		buf = strconv.AppendInt(buf, res.RowsRead, 10)
-		buf = append(buf, `,"rows_written":`...)
-		buf = strconv.AppendInt(buf, res.RowsWritten, 10)
-		buf = append(buf, `,"duration_ms":`...)
-		buf = strconv.AppendFloat(buf, float64(res.Duration)/float64(time.Millisecond), 'f', 3, 64)
-		buf = append(buf, `}}`...)
-	}
-	buf = append(buf, `],"bookmark":"`...)
-	buf = strconv.AppendUint(buf, uint64(b), 10)
-	buf = append(buf, "\"}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(buf)
 }
 
 // WriteError writes {"error": {"code", "message"}} with the error's status
