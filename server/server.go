@@ -66,6 +66,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if cfg.IdempotencyWindow < 0 {
 		return nil, fmt.Errorf("idempotency window %s: give a positive duration such as 24h", time.Duration(cfg.IdempotencyWindow))
 	}
+	if cfg.Group.CommitWindow < 0 || time.Duration(cfg.Group.CommitWindow) > time.Second {
+		return nil, fmt.Errorf("commit window %s: give a duration from 0 to 1s, such as 5ms (0: upload at once)", time.Duration(cfg.Group.CommitWindow))
+	}
+	if cfg.Limits.MaxConcurrentUploads < 0 {
+		return nil, fmt.Errorf("max-concurrent-uploads %d: use a positive number, or 0 for the default (%d)", cfg.Limits.MaxConcurrentUploads, dbhost.DefaultMaxUploads)
+	}
 	if cfg.Limits.MaxOpenDatabases < 0 {
 		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
 	}
@@ -89,7 +95,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	}, s.watch)
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
-		Store:            store,
+		Store:            s.metrics.countPuts(store),
 		Replication:      dbhost.EngineReplication(logger, compaction(cfg.Compaction, logger)),
 		Durability:       durability,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
@@ -108,6 +114,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Follow:           dbhost.FollowOptions{PollInterval: time.Duration(cfg.Lease.PollInterval), BookmarkWait: time.Duration(cfg.Lease.BookmarkWait)},
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
+		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
+		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
 	})
 	if err != nil {
 		return nil, err

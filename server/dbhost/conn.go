@@ -24,6 +24,7 @@ type conn struct {
 	cached   map[string]bool // statements zombiezen caches on this connection
 	intr     *interrupter
 	wrote    bool // the last Exec ran a statement SQLite does not call read-only
+	row      Row  // handed to a Stmt's RowWriter; its scratch buffer is reused
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
@@ -224,6 +225,12 @@ func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Resul
 	if kw == "WITH" {
 		before = c.totalChanges()
 	}
+	stream := st.WantRows && st.Rows != nil
+	if stream {
+		st.Rows.Columns(res.Columns)
+		c.row.s, c.row.n = s, n
+		defer func() { c.row.s = nil }()
+	}
 	for {
 		row, err := s.Step()
 		if err != nil {
@@ -233,7 +240,10 @@ func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Resul
 			break
 		}
 		res.RowsRead++
-		if st.WantRows {
+		switch {
+		case stream:
+			st.Rows.Row(&c.row)
+		case st.WantRows:
 			res.Rows = append(res.Rows, readRow(s, n))
 		}
 	}
