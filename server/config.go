@@ -13,6 +13,8 @@ type Config struct {
 	DataDir                    string        `yaml:"data"`
 	Replica                    string        `yaml:"replica"`
 	Listen                     string        `yaml:"addr"`       // also read as listen:
+	TLSCert                    string        `yaml:"tls-cert"`   // PEM certificate (chain): serve HTTPS and WSS
+	TLSKey                     string        `yaml:"tls-key"`    // its PEM private key
 	Durability                 string        `yaml:"durability"` // sync (default) or async
 	AllowUnauthenticatedRemote bool          `yaml:"allow-unauthenticated-remote"`
 	Tokens                     []TokenConfig `yaml:"tokens"`

@@ -33,7 +33,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
 		return true, nil
 	}
 	hrana := !strings.HasPrefix(r.URL.Path, "/v1/databases/")
@@ -43,7 +43,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	var bookmark uint64
 	if v := r.Header.Get(jsonapi.BookmarkHeader); v != "" {
 		if bookmark, err = strconv.ParseUint(v, 10, 64); err != nil {
-			jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest,
+			writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest,
 				Message: jsonapi.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"})
 			return true, body
 		}
@@ -56,7 +56,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	if err != nil {
 		var e *dbhost.Error
 		if bookmark > 0 && asError(err, &e) && e.Code == dbhost.CodeLagging {
-			jsonapi.WriteError(w, err)
+			writeError(w, r, err)
 			return true, body
 		}
 		return false, body

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/jsonapi"
 )
 
 // Hand-off on SIGTERM in multi-instance mode: the leader stops
@@ -96,7 +95,7 @@ func (h *handoffState) drain(ctx context.Context) {
 func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name string, deadline time.Time) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
 		return
 	}
 	store := dbhost.Sub(s.store, name)
@@ -110,7 +109,7 @@ func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name st
 		}
 		if now.After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusServiceUnavailable,
+			writeError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusServiceUnavailable,
 				Message: "this instance is shutting down and no other instance has taken database " + name + " over yet; retry"})
 			return
 		}

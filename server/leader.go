@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/jsonapi"
 )
 
 // One writer per database: each instance writes a database only while it
@@ -55,7 +54,11 @@ func leaseOptions(cfg LeaseConfig, logger *slog.Logger) *lease.Options {
 func (s *Server) advertise(ln net.Listener) {
 	url := s.cfg.Lease.Advertise
 	if url == "" {
-		url = "http://" + ln.Addr().String()
+		scheme := "http://"
+		if s.cert != nil {
+			scheme = "https://"
+		}
+		url = scheme + ln.Addr().String()
 	}
 	s.advertiseURL = strings.TrimRight(url, "/")
 	s.host.SetAdvertiseURL(s.advertiseURL)
@@ -109,7 +112,7 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			if r.Header.Get(forwardedHeader) != "" {
-				jsonapi.WriteError(w, err)
+				writeError(w, r, err)
 				return
 			}
 			if body == nil {
@@ -124,7 +127,7 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 				if body == nil {
 					b, rerr := io.ReadAll(r.Body)
 					if rerr != nil {
-						jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + rerr.Error()})
+						writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + rerr.Error()})
 						return
 					}
 					body = b
@@ -134,7 +137,7 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 				}
 			}
 			if time.Now().After(deadline) {
-				jsonapi.WriteError(w, err)
+				writeError(w, r, err)
 				return
 			}
 			select {
@@ -172,7 +175,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, to
 		if errors.As(err, &op) && op.Op == "dial" {
 			return false
 		}
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusBadGateway,
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusBadGateway,
 			Message: "forwarding to the database's writer " + to.URL + " failed mid-request (" + err.Error() + "); the write may or may not have been applied"})
 		return true
 	}

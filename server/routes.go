@@ -34,13 +34,16 @@ func (s *Server) routes() http.Handler {
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound,
-			Message: r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"})
+		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
+		if droppedDatabaseName(r.URL.Path) {
+			msg += " (a libSQL client resolves its URL's last segment away: write the database URL with a trailing slash, libsql://HOST/db/NAME/)"
+		}
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound, Message: msg})
 	})
 
 	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
+		writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
 	}))
 	root := http.NewServeMux()
 	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +69,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			jsonapi.WriteError(w, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
+			writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
 				Message: err.Error() + " (/metrics takes any valid token, or the metrics_token)"})
 			return
 		}
@@ -103,7 +106,7 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			jsonapi.WriteError(w, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
+			writeError(w, r, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
 				Message: "request body of " + strconv.FormatInt(r.ContentLength, 10) + " bytes is over the server's limit of " + strconv.FormatInt(limit, 10)})
 			return
 		}
@@ -196,17 +199,17 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 	name := hranaDatabaseName(r)
 	p := auth.FromContext(r.Context())
 	if err := dbhost.ValidateName(name); err != nil {
-		jsonapi.WriteError(w, err)
+		writeError(w, r, err)
 		return
 	}
 	if !p.CanRead(name) {
-		jsonapi.WriteError(w, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
 			Message: "this token may not use database \"" + name + "\""})
 		return
 	}
 	db, err := s.host.Get(r.Context(), name)
 	if err != nil {
-		jsonapi.WriteError(w, err)
+		writeError(w, r, err)
 		return
 	}
 	if !p.CanWrite(name) {

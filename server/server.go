@@ -41,6 +41,7 @@ type Server struct {
 	metrics *serverMetrics
 	watch   *watch.Watch // the replica's readiness (/ready)
 	handler http.Handler
+	cert    *certFiles // nil: plain HTTP
 
 	advertiseURL string // where other instances forward this one's databases' requests
 	handoff      handoffState
@@ -79,10 +80,14 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if err != nil {
 		return nil, err
 	}
+	cert, err := loadCertFiles(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, err
+	}
 	if !a.Required() && !cfg.AllowUnauthenticatedRemote && !IsLoopback(cfg.Listen) {
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
-	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a}
+	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket
@@ -213,8 +218,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopWatch()
 	go s.watch.Run(watchCtx)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "replica", s.store.String(),
+	if s.cert != nil {
+		srv.TLSConfig = s.cert.tlsConfig()
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	s.log.Info("sluice serve listening", "addr", ln.Addr().String(), "tls", s.cert != nil, "replica", s.store.String(),
 		"data", s.cfg.DataDir, "durability", s.cfg.Durability, "auth", s.auth.Required())
 	var serveErr error
 	select {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana"
-	"github.com/sluicedb/sluice/server/jsonapi"
 )
 
 // webSocketOr serves Hrana over WebSocket for an upgrade request to / (the
@@ -27,7 +26,7 @@ func (s *Server) webSocketOr(next http.Handler) http.Handler {
 			return
 		}
 		if err := dbhost.ValidateName(name); err != nil {
-			jsonapi.WriteError(w, err)
+			writeError(w, r, err)
 			return
 		}
 		s.hrana.ServeWebSocket(w, r, s.webSocketAuthorizer(r, name))

@@ -59,6 +59,8 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	replicaURL := fs.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR)")
 	listen := fs.String("addr", def.Listen, "HTTP listen address (default: :$PORT when $PORT is set)")
 	fs.StringVar(listen, "listen", def.Listen, "same as -addr")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes")
+	tlsKey := fs.String("tls-key", "", "PEM private key file of -tls-cert")
 	durability := fs.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit")
 	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
 	var tokens tokenFlags
@@ -101,6 +103,10 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Replica = *replicaURL
 			case "addr", "listen":
 				cfg.Listen = *listen
+			case "tls-cert":
+				cfg.TLSCert = *tlsCert
+			case "tls-key":
+				cfg.TLSKey = *tlsKey
 			case "max-body-size":
 				cfg.Limits.MaxBodyBytes = maxBody
 			case "durability":

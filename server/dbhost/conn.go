@@ -177,6 +177,17 @@ func (c *conn) exec(st Stmt) (Result, error) {
 	var res Result
 	rest, ran := st.SQL, false
 	for !ran || !sqltext.IsBlank(rest) {
+		if a, next, ok := leadingAlterColumn(rest); ok {
+			if len(st.Args) > 0 || len(st.NamedArgs) > 0 {
+				return Result{}, alterError("ALTER COLUMN takes no arguments")
+			}
+			var err error
+			if res, err = c.runAlterColumn(a); err != nil {
+				return Result{}, err
+			}
+			rest, ran = next, true
+			continue
+		}
 		s, next, finalize, err := c.prepare(rest)
 		if err != nil {
 			return Result{}, err
@@ -384,6 +395,11 @@ func (c *conn) Describe(ctx context.Context, sql string) (d Description, err err
 	d.ReadOnly = true
 	rest, ran := sql, false
 	for !ran || !sqltext.IsBlank(rest) {
+		if _, next, ok := leadingAlterColumn(rest); ok { // a write SQLite cannot prepare
+			d.ReadOnly, d.Explain, d.Params, d.Columns = false, false, nil, nil
+			rest, ran = next, true
+			continue
+		}
 		s, next, finalize, err := c.prepare(rest)
 		if err != nil {
 			return Description{}, err

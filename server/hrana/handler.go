@@ -338,3 +338,27 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
 }
+
+// WriteError answers an HTTP request on a Hrana route with err, in the
+// shape Hrana clients read (top-level "message" and "code"), so that a
+// client shows the reason rather than only the status. A *dbhost.Error
+// gives the status; anything else is a 500.
+func WriteError(w http.ResponseWriter, err error) {
+	var de *dbhost.Error
+	if !errors.As(err, &de) {
+		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "INTERNAL_ERROR", Message: err.Error()})
+		return
+	}
+	status := de.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	var nd *dbhost.NotDurableError
+	if errors.As(err, &nd) {
+		w.Header().Set("Sluice-Bookmark", formatBookmark(nd.Bookmark))
+	}
+	writeHTTPError(w, status, &Error{Code: de.Code, Message: de.Message})
+}
