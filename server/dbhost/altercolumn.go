@@ -145,6 +145,9 @@ func rewriteColumn(createSQL string, a alterColumn) (string, *Error) {
 	if !strings.EqualFold(a.defTokens[0].Name(), a.column) {
 		return "", alterError("ALTER COLUMN cannot rename a column: the new definition must start with " + a.column)
 	}
+	if e := checkOneColumn(a.defTokens); e != nil {
+		return "", e
+	}
 	toks := sqltext.Tokens(createSQL)
 	open := -1
 	for i, t := range toks {
@@ -232,4 +235,34 @@ func leadingAlterColumn(script string) (a alterColumn, rest string, ok bool) {
 	}
 	a, ok = parseAlterColumn(script[:end])
 	return a, script[end:], ok
+}
+
+// checkOneColumn refuses a definition that is more than one column's, or
+// that would change how rows are stored: the schema is edited in place, so
+// a second column, a table constraint or a generated column would describe
+// records or indexes the file does not hold.
+func checkOneColumn(def []sqltext.Token) *Error {
+	depth := 0
+	for _, t := range def {
+		switch t.Text {
+		case "(":
+			depth++
+		case ")":
+			depth--
+			if depth < 0 {
+				return alterError("ALTER COLUMN: unbalanced parentheses in the new definition")
+			}
+		case ",", ";":
+			if depth == 0 {
+				return alterError("ALTER COLUMN takes one column definition")
+			}
+		}
+		if depth == 0 && (t.Word() == "GENERATED" || t.Word() == "AS") {
+			return alterError("ALTER COLUMN cannot make a generated column: recreate the table instead")
+		}
+	}
+	if depth != 0 {
+		return alterError("ALTER COLUMN: unbalanced parentheses in the new definition")
+	}
+	return nil
 }

@@ -49,7 +49,11 @@ func TestAlterColumnAsLibSQL(t *testing.T) {
 		{"ALTER TABLE \"my t\" ALTER COLUMN name TO name text UNIQUE", "cannot add UNIQUE"},
 		{"ALTER TABLE \"my t\" ALTER COLUMN nope TO nope int", "no such column: nope"},
 		{"ALTER TABLE missing ALTER COLUMN a TO a int", "no such table: missing"},
-		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT DEFAULT (", "error in altering note"},
+		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT DEFAULT (", "unbalanced"},
+		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT DEFAULT (1 +)", "error in altering note"},
+		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT, extra INT", "one column definition"},
+		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT); CREATE TABLE evil (x", "unbalanced"},
+		{"ALTER TABLE \"my t\" ALTER COLUMN note TO note TEXT GENERATED ALWAYS AS (name) STORED", "generated column"},
 	} {
 		if _, err := where(t, db, c.sql); err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%s: %v, want an error containing %q", c.sql, err, c.wantErr)
