@@ -44,7 +44,7 @@ unit:
 bench-restore: sluice
 	./$(BIN) bench restore -sizes 25MB,250MB,1GB
 
-## bench-serve: single-row inserts against sluice serve, the ceiling and go-sqlite3 + Litestream.
+## bench-serve: sluice serve where users feel it (reads, many databases, sync latency, PUTs per write), each row beside its reference.
 bench-serve: build
 	./$(BIN) bench serve
 

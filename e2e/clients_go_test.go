@@ -59,8 +59,9 @@ func runGoClient(t *testing.T, tg target) map[string]any {
 	step("drop", exec("DROP TABLE IF EXISTS events"))
 	step("create", exec("CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, at DATETIME, done BOOLEAN, score REAL, raw BLOB)"))
 	step("index", exec("CREATE INDEX IF NOT EXISTS events_at ON events(at)"))
+	// Times in forms libsql-client-go parses (it reads offsets as +00:00, not Z).
 	step("insert", exec("INSERT INTO events (name, at, done, score, raw) VALUES (?, ?, ?, ?, ?), ('second', '2024-01-02 03:04:05', 0, NULL, NULL)",
-		"first", "2024-05-06T07:08:09Z", true, 1.5, []byte{0, 1, 255}))
+		"first", "2024-05-06T07:08:09", true, 1.5, []byte{0, 1, 255}))
 	step("scan time", func() (any, error) {
 		var at time.Time
 		var done bool
@@ -69,31 +70,40 @@ func runGoClient(t *testing.T, tg target) map[string]any {
 		}
 		return fmt.Sprintf("%s %v", at.UTC().Format(time.RFC3339), done), nil
 	})
-	step("column types", func() (any, error) {
+	// What an application scanning into any gets: the column names (the
+	// duplicate kept) and each value's Go type, which for DATETIME depends on
+	// the declared type the server sends. (libsql-client-go does not expose
+	// declared types through ColumnTypes, against any server.)
+	step("column names and scanned types", func() (any, error) {
 		rows, err := db.QueryContext(ctx, "SELECT id, name, at, done, score, raw, 1 AS id FROM events ORDER BY id")
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
-		cols, err := rows.ColumnTypes()
+		names, err := rows.Columns()
 		if err != nil {
 			return nil, err
 		}
-		var desc []string
-		for _, c := range cols {
-			desc = append(desc, c.Name()+":"+c.DatabaseTypeName())
-		}
-		n := 0
+		var got []string
 		for rows.Next() {
-			n++
+			vals := make([]any, len(names))
+			ptrs := make([]any, len(names))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return nil, err
+			}
+			for i, v := range vals {
+				got = append(got, fmt.Sprintf("%s:%T", names[i], v))
+			}
 		}
-		return map[string]any{"columns": desc, "rows": n}, rows.Err()
+		return got, rows.Err()
 	})
-	step("infinities", func() (any, error) {
-		var inf, ninf float64
-		err := db.QueryRowContext(ctx, "SELECT 1e999, -1e999").Scan(&inf, &ninf)
-		return fmt.Sprint(inf, " ", ninf), err
-	})
+	// No infinities step: Hrana's JSON encoding cannot carry them (sqld sends
+	// null, as sluice does; the protobuf encoding carries them), and this client
+	// speaks only JSON, so it cannot scan SELECT 1e999 into a float64 from any
+	// server. server/hrana's protocol tests pin the encoding.
 	step("unique violation", exec("INSERT INTO events (name) VALUES ('first')"))
 	step("syntax error", exec("SELEC 1"))
 	step("table_info", func() (any, error) {

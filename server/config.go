@@ -61,11 +61,19 @@ type Limits struct {
 	// ExternalWritePoll: how often an open, idle database looks for commits
 	// other processes made to its file and ships them (default 1s; negative: never).
 	ExternalWritePoll Duration `yaml:"external-write-poll"`
+	// MaxConcurrentUploads bounds the write-path uploads in flight across
+	// every database (default 16). A database waiting for one keeps adding
+	// commits to its next upload instead of sending another small PUT.
+	MaxConcurrentUploads int `yaml:"max-concurrent-uploads"`
 }
 
 // Group tunes group commit.
 type Group struct {
 	MaxRequests int `yaml:"max-requests"` // requests per write group, default 1000
+	// CommitWindow: a sync write may wait up to this long after its commit
+	// to share an upload with the writes that follow (default 0: upload at
+	// once). Fewer PUTs for a few milliseconds of latency.
+	CommitWindow Duration `yaml:"commit-window"`
 }
 
 // Hrana tunes interactive streams.

@@ -62,7 +62,8 @@ func TestLoadConfigKebabCaseHumanUnitsAndAliases(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yml")
 	os.WriteFile(path, []byte(`
 listen: 0.0.0.0:9000
-limits: {max-body-bytes: 8MiB, statement-timeout: 90s, database-idle-timeout: 1d}
+limits: {max-body-bytes: 8MiB, statement-timeout: 90s, database-idle-timeout: 1d, max-concurrent-uploads: 4}
+group: {commit-window: 5ms}
 idempotency-window: 7d
 lease: {poll-interval: 250ms}
 compaction: {snapshot-interval: 2h, workers: 2}
@@ -76,6 +77,13 @@ compaction: {snapshot-interval: 2h, workers: 2}
 		time.Duration(cfg.Lease.PollInterval) != 250*time.Millisecond ||
 		time.Duration(cfg.Compaction.SnapshotInterval) != 2*time.Hour || cfg.Compaction.Workers != 2 {
 		t.Fatalf("cfg = %+v", cfg)
+	}
+	if time.Duration(cfg.Group.CommitWindow) != 5*time.Millisecond || cfg.Limits.MaxConcurrentUploads != 4 {
+		t.Fatalf("commit window %v, uploads %d", time.Duration(cfg.Group.CommitWindow), cfg.Limits.MaxConcurrentUploads)
+	}
+	os.WriteFile(path, []byte("group: {commit-window: soon}\n"), 0o644)
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "duration") {
+		t.Fatalf("bad commit window: %v", err)
 	}
 	os.WriteFile(path, []byte("limits: {max-body-bytes: 8XB}\n"), 0o644)
 	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "not a size") {

@@ -24,6 +24,8 @@ type serverMetrics struct {
 	objects     *metrics.Counter
 	bytes       *metrics.Counter
 	watch       *watch.Watch // readiness: every upload's outcome counts as a probe
+	acked       *metrics.Counter
+	cost        *putCost // nil until the server wraps its store
 }
 
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -42,6 +44,7 @@ func newServerMetrics(host func() []dbhost.Stats, w *watch.Watch) *serverMetrics
 		uploadFails: r.NewCounter("sluice_upload_errors_total", "Failed uploads.", "db"),
 		objects:     r.NewCounter("sluice_objects_written_total", "LTX objects written to the replica.", "db"),
 		bytes:       r.NewCounter("sluice_bytes_written_total", "LTX bytes written to the replica.", "db"),
+		acked:       r.NewCounter("sluice_writes_acknowledged_total", "Writes acknowledged (sync: once in the replica; async: once committed)."),
 	}
 	stat := func(f func(dbhost.Stats) float64) func() []metrics.Sample {
 		return func() []metrics.Sample {
@@ -83,6 +86,31 @@ func newServerMetrics(host func() []dbhost.Stats, w *watch.Watch) *serverMetrics
 		return []metrics.Sample{{Value: time.Since(st.LastOK).Seconds()}}
 	})
 	return m
+}
+
+// countPuts wraps the replica so that /metrics reports the PUT requests
+// sluice makes, per 1,000 acknowledged writes and as a monthly cost.
+func (m *serverMetrics) countPuts(store replica.Store) replica.Store {
+	counted := &putCounter{Store: store}
+	m.cost = &putCost{store: counted, start: time.Now()}
+	one := func(f func() float64) func() []metrics.Sample {
+		return func() []metrics.Sample { return []metrics.Sample{{Value: f()}} }
+	}
+	m.reg.GaugeFunc("sluice_store_put_requests", "PUT requests sent to the replica since the server started (uploads, compaction, leases).", nil,
+		one(func() float64 { return float64(counted.puts.Load()) }))
+	m.reg.GaugeFunc("sluice_puts_per_1000_writes", "PUT requests per 1,000 acknowledged writes since the server started (0 before the first write).", nil,
+		one(m.cost.perThousandWrites))
+	m.reg.GaugeFunc("sluice_estimated_monthly_put_cost_usd", "The PUT requests' cost over 30 days at S3's list price ($0.005 per 1,000), at the average rate since the server started.", nil,
+		one(func() float64 { return m.cost.monthlyUSD(time.Now()) }))
+	return counted
+}
+
+// WritesAcknowledged counts acknowledged writes (dbhost.AckObserver).
+func (m *serverMetrics) WritesAcknowledged(db string, n int) {
+	m.acked.Add(float64(n))
+	if m.cost != nil {
+		m.cost.acked.Add(int64(n))
+	}
 }
 
 func (m *serverMetrics) request(route, db string, code int, d time.Duration) {

@@ -71,6 +71,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if cfg.Compaction.Workers < 0 {
 		return nil, fmt.Errorf("compaction workers %d: use a positive number, or 0 for the default", cfg.Compaction.Workers)
 	}
+	if cfg.Group.CommitWindow < 0 || time.Duration(cfg.Group.CommitWindow) > time.Second {
+		return nil, fmt.Errorf("commit window %s: give a duration from 0 to 1s, such as 5ms (0: upload at once)", time.Duration(cfg.Group.CommitWindow))
+	}
+	if cfg.Limits.MaxConcurrentUploads < 0 {
+		return nil, fmt.Errorf("max-concurrent-uploads %d: use a positive number, or 0 for the default (%d)", cfg.Limits.MaxConcurrentUploads, dbhost.DefaultMaxUploads)
+	}
 	if cfg.Limits.MaxOpenDatabases < 0 {
 		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
 	}
@@ -100,7 +106,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.compact.register(s.metrics.reg)
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
-		Store:            store,
+		Store:            s.metrics.countPuts(store),
 		Replication:      dbhost.EngineReplication(logger, s.compact.starter()),
 		Durability:       durability,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
@@ -119,6 +125,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Follow:           dbhost.FollowOptions{PollInterval: time.Duration(cfg.Lease.PollInterval), BookmarkWait: time.Duration(cfg.Lease.BookmarkWait)},
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
+		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
+		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
 	})
 	if err != nil {
 		s.compact.stop()

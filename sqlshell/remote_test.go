@@ -127,7 +127,7 @@ SELECT id, i, f, s, b FROM t ORDER BY id;
 		t.Fatal(err)
 	}
 	out, errOut, errs = runShell(t, ro, ".mode csv\nSELECT count(*) AS n FROM t;\nINSERT INTO t (i) VALUES (5);\n", "")
-	if out != "n\n4\n" || errs != 1 || !strings.Contains(errOut, "FORBIDDEN") {
+	if out != "n\n4\n" || errs != 1 || !strings.Contains(errOut, "read-only access") {
 		t.Errorf("read-only token: out %q, %d errors: %s", out, errs, errOut)
 	}
 

@@ -248,3 +248,17 @@ func (t *Target) call(ctx context.Context, method, u string, body []byte) ([]byt
 	}
 	return b, nil
 }
+
+// Fetch sends the scenario's first op once and returns the answer's body:
+// the bytes a reference handler replays.
+func (t *Target) Fetch(ctx context.Context, s *Scenario) ([]byte, error) {
+	op := s.Ops[0]
+	switch t.Protocol {
+	case Hrana:
+		return t.call(ctx, "POST", t.hranaURL(), hranaBody(op.SQL, op.Params))
+	case JSON, "":
+		body, _ := json.Marshal(map[string]any{"sql": op.SQL, "params": nonNil(op.Params)})
+		return t.call(ctx, "POST", t.BaseURL+"/v1/databases/"+url.PathEscape(t.DB)+"/query", body)
+	}
+	return nil, fmt.Errorf("fetch: protocol %q has no single answer to replay", t.Protocol)
+}

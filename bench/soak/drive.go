@@ -127,7 +127,14 @@ func (s *sampler) row(w load.Second) {
 	win := Window{Index: len(s.windows) + 1, End: w.At, EndS: w.At.Seconds(), Errors: w.Failures,
 		Acked: w.Requests - w.Failures, P99MS: float64(w.P99US) / 1000,
 		RSS: s.peak.RSS, FDs: s.peak.FDs, StoreConns: s.peak.StoreConns}
-	win.Partial = w.At%s.window != 0
+	// The last window ends when the load stops, a few milliseconds either
+	// side of a boundary or well inside one: judge it by its length.
+	var prevEnd time.Duration
+	if n := len(s.windows); n > 0 {
+		prevEnd = s.windows[n-1].End
+	}
+	length := w.At - prevEnd
+	win.Partial = length < s.window*9/10
 	if s.probeErr != nil {
 		win.ProbeError = s.probeErr.Error()
 	}
@@ -143,10 +150,7 @@ func (s *sampler) row(w load.Second) {
 		}
 	}
 	s.windows = append(s.windows, win)
-	secs := s.window.Seconds()
-	if win.Partial {
-		secs = (w.At % s.window).Seconds()
-	}
+	secs := max(length.Seconds(), 0.001)
 	note := ""
 	if win.Partial {
 		note = " (partial)"

@@ -65,22 +65,36 @@ func TestCompareEveryTarget(t *testing.T) {
 	t.Log("\n" + out.String())
 }
 
-// bench serve on a short run: three targets, the ratios and the targets.
+// bench serve on a short run of every row group: each row has figures,
+// every write row's databases restored from MinIO hold exactly what they
+// acknowledged, and each reference is printed beside its row.
 func TestServeBenchmark(t *testing.T) {
 	var out bytes.Buffer
-	res, err := Serve(context.Background(), ServeOptions{VUs: 8, Duration: time.Second, Warmup: 200 * time.Millisecond, Sluice: sluiceBin, Out: &out})
+	res, err := Serve(context.Background(), ServeOptions{
+		Rows: ServeRowGroups, Duration: time.Second, Warmup: 200 * time.Millisecond, Sluice: sluiceBin, Out: &out,
+		ReadDuration: time.Second, ReadRounds: 1, ReadVUs: 4, Conns: []int{1, 4}, Databases: []int{1, 3}, WindowConns: 4, InsertVUs: 8,
+		ProfileDir: t.TempDir(),
+	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, r := range []struct {
-		name string
-		ok   bool
-	}{{"sluice", res.Sluice.OK > 0 && res.Sluice.OK == res.Sluice.Requests}, {"ceiling", res.Ceiling.OK > 0 && res.Ceiling.OK == res.Ceiling.Requests}, {"litestream", res.Litestream.OK > 0 && res.Litestream.OK == res.Litestream.Requests}} {
-		if !r.ok {
-			t.Errorf("%s run had failures or no requests\n%s", r.name, out.String())
+	groups := map[string]int{}
+	for _, r := range res.Rows {
+		groups[r.Group]++
+		if r.Rate <= 0 || r.Failures != 0 {
+			t.Errorf("row %q: %.0f req/s, %d failures\n%s", r.Name, r.Rate, r.Failures, out.String())
+		}
+		if r.Group != "read" && (!r.VerifyOK || r.Acked == 0 || r.PutsPer1k <= 0) {
+			t.Errorf("row %q: verified %q, %d acknowledged, %.1f PUT/1k\n%s", r.Name, r.Verified, r.Acked, r.PutsPer1k, out.String())
 		}
 	}
-	for _, want := range []string{"sluice / Litestream stack =", "sluice / ceiling         =", "target >= 2.0x", "target >= 0.6x"} {
+	if groups["read"] != 3 || groups["writes"] != 4 || groups["latency"] != 1 || groups["window"] != 1 {
+		t.Fatalf("rows per group %v, want read 3, writes 4, latency 1, window 1\n%s", groups, out.String())
+	}
+	if res.Insert == nil || res.Insert.Sluice.OK == 0 || res.Insert.Ceiling.OK == 0 || res.Insert.Litestream.OK == 0 {
+		t.Fatalf("insert comparison missing or empty\n%s", out.String())
+	}
+	for _, want := range []string{"trivial handler, same", "bare cond. PUT p50", "1 db, 4 conns:", "-commit-window 5ms", "sluice / ceiling         ="} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}

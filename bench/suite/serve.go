@@ -2,125 +2,216 @@ package suite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/sluicedb/sluice/bench/report"
-	"github.com/sluicedb/sluice/bench/scenario"
 )
 
-// ServeOptions configures the serve benchmark: single-row JSON inserts against
-// sluice serve (sync → MinIO), the ceiling and go-sqlite3 + Litestream.
+// ServeOptions is `sluice bench serve`: sluice serve (sync → MinIO) where
+// users feel it, each row beside a reference measured in the same run.
 type ServeOptions struct {
-	VUs      int
-	Duration time.Duration
+	Rows     []string      // row groups, ServeRowGroups
+	Duration time.Duration // measured per run
 	Warmup   time.Duration
 	Sluice   string
 	Out      io.Writer
-	JSON     string
+	JSON     string // write every row as JSON to this file
+	// ProfileDir, if set, receives a CPU profile of sluice serve during the
+	// first read run of each protocol (read-100-json.pprof, read-100-hrana.pprof).
+	ProfileDir string
+
+	ReadVUs      int           // connections of the read rows [100]
+	ReadDuration time.Duration // measured per read run [5s]
+	ReadRounds   int           // interleaved rounds of the read rows; medians are reported [3]
+	Conns        []int         // connections of the write rows [1 10 50 500]
+	Databases    []int         // databases the write rows spread over [1 100]
+	Window       time.Duration // the commit window row's -commit-window [5ms]
+	WindowConns  int           // its connections [50]
+	InsertVUs    int           // the insert comparison's connections [500]
 }
 
-// Targets: sluice ≥ 2× go-sqlite3 + Litestream and ≥ 0.6× the ceiling.
+// ServeRowGroups are the row groups of `sluice bench serve`, in run order.
+var ServeRowGroups = []string{"read", "writes", "latency", "window", "insert"}
+
+// DefaultServeRows are the groups `make bench-serve` runs.
+var DefaultServeRows = []string{"read", "writes", "latency", "window"}
+
+// The targets each row is judged against.
 const (
-	TargetVsLitestream = 2.0
-	TargetVsCeiling    = 0.6
+	TargetReadVsCeiling  = 0.35 // read-100 req/s over the trivial handler returning the same bytes
+	TargetHranaVsJSON    = 0.90 // Hrana read-100 req/s over the JSON API's
+	TargetManyVsOne      = 0.5  // 100 databases over 1, at 500 connections
+	TargetManyP99        = 100 * time.Millisecond
+	TargetLatencyOverPut = time.Millisecond // sync p50 at 1 connection over one bare conditional PUT
+	TargetWindowFewer    = 5.0              // PUTs per 1,000 writes without the window over with it
 )
 
-// ServeResult holds the three runs.
-type ServeResult struct {
-	Sluice, Ceiling, Litestream *report.Report
+// ServeRow is one printed row.
+type ServeRow struct {
+	Group     string    `json:"group"`
+	Name      string    `json:"name"`
+	Conns     int       `json:"connections"`
+	Databases int       `json:"databases,omitempty"`
+	Rate      float64   `json:"req_per_s"`
+	P50MS     float64   `json:"p50_ms"`
+	P99MS     float64   `json:"p99_ms"`
+	Failures  int64     `json:"failures"`
+	PutsPer1k float64   `json:"puts_per_1000_writes,omitempty"`
+	Acked     int64     `json:"acknowledged_writes,omitempty"`
+	Verified  string    `json:"verified,omitempty"` // "" for reads
+	VerifyOK  bool      `json:"verify_ok"`
+	Reference string    `json:"reference,omitempty"`
+	Ratio     float64   `json:"ratio,omitempty"`
+	Target    string    `json:"target,omitempty"`
+	TargetMet bool      `json:"target_met"`
+	Runs      []float64 `json:"runs_req_per_s,omitempty"` // read rows: each round's req/s
 }
 
-// Serve runs the benchmark and prints the figures and the ratios.
+// ServeResult is every row of one run.
+type ServeResult struct {
+	Rows   []ServeRow    `json:"rows"`
+	Insert *InsertResult `json:"-"`
+}
+
+// Serve runs the row groups of o and prints them beside their references.
 func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
-	s, _ := scenario.Get("put-object")
+	o.defaults()
+	for _, g := range o.Rows {
+		if !slices.Contains(ServeRowGroups, g) {
+			return nil, fmt.Errorf("unknown row group %q (known: %s)", g, strings.Join(ServeRowGroups, ", "))
+		}
+	}
 	env, cleanup, err := startEnv(ctx, o.Sluice, "serve", o.Out)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
-
-	runOn := func(kind string) (*report.Report, error) {
-		say("put-object, %d VUs, %s: %s…", o.VUs, o.Duration, kind)
-		srv, err := startTarget(ctx, env, kind)
+	res := &ServeResult{}
+	started := time.Now()
+	want := func(g string) bool { return slices.Contains(o.Rows, g) }
+	var writes *writeRows
+	if want("read") {
+		rows, err := serveReads(ctx, env, o)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
-		defer srv.Stop()
-		t := scenario.Target{BaseURL: srv.URL, DB: s.DB, Protocol: srv.Protocol}
-		opts := RunOptions{Scenario: s, Target: t, Label: srv.Name, VUs: o.VUs, Duration: o.Duration, Warmup: o.Warmup}
-		if kind == "ceiling" {
-			return runCeiling(ctx, opts)
+		res.Rows = append(res.Rows, rows...)
+	}
+	if want("writes") || want("latency") || want("window") {
+		if writes, err = serveWrites(ctx, env, o, want); err != nil {
+			return res, err
 		}
-		out, err := Run(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, srv.Logs())
+		res.Rows = append(res.Rows, writes.rows...)
+	}
+	if want("insert") {
+		if res.Insert, err = ServeInsert(ctx, env, o); err != nil {
+			return res, err
 		}
-		return out.Report, nil
 	}
-	var res ServeResult
-	if res.Sluice, err = runOn("sluice-sync"); err != nil {
-		return nil, err
-	}
-	if res.Ceiling, err = runOn("ceiling"); err != nil {
-		return nil, err
-	}
-	if res.Litestream, err = runOn("litestream"); err != nil {
-		return nil, err
-	}
-
-	say("\nsluice bench serve — single-row JSON inserts (one POST per row), %d keep-alive connections, %s after a %s warm-up", o.VUs, o.Duration, o.Warmup)
-	say("%s, %d CPUs shared by the load generator and the server; replicas on a local MinIO\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU())
-	say("| %-50s | %9s | %9s | %9s | %8s | %15s |", "target", "req/s", "p50", "p99", "failures", "generator cores")
-	say("|%s|%s:|%s:|%s:|%s:|%s:|", dashes(52), dashes(10), dashes(10), dashes(10), dashes(9), dashes(16))
-	for _, r := range []*report.Report{res.Sluice, res.Ceiling, res.Litestream} {
-		say("| %-50s | %9.0f | %9s | %9s | %8d | %15.2f |", r.Target, r.Rate, report.FormatMS(r.Latency.Med), report.FormatMS(r.Latency.P99), r.Requests-r.OK, r.GeneratorCores)
-	}
-	vsSeed, vsCeil := ratio(res.Sluice.Rate, res.Litestream.Rate), ratio(res.Sluice.Rate, res.Ceiling.Rate)
-	say("")
-	say("sluice / Litestream stack = %.2fx   (target >= %.1fx: %s)", vsSeed, TargetVsLitestream, met(vsSeed >= TargetVsLitestream))
-	say("sluice / ceiling         = %.2fx   (target >= %.1fx: %s)", vsCeil, TargetVsCeiling, met(vsCeil >= TargetVsCeiling))
-	say("(the load generator shares the CPUs with each server; its own use is in the last column)")
+	printServe(o, res, time.Since(started))
 	if o.JSON != "" {
-		if err := writeJSONFile(o.JSON, []*report.Report{res.Sluice, res.Ceiling, res.Litestream}); err != nil {
-			return &res, err
+		if err := writeJSONValue(o.JSON, res); err != nil {
+			return res, err
 		}
 	}
-	return &res, nil
+	var failed []string
+	for _, r := range res.Rows {
+		if r.Verified != "" && !r.VerifyOK {
+			failed = append(failed, r.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return res, fmt.Errorf("acknowledged writes missing after a restore in: %s", strings.Join(failed, ", "))
+	}
+	return res, nil
 }
 
-// runCeiling loads the trivial handler with the same request sluice gets.
-func runCeiling(ctx context.Context, o RunOptions) (*report.Report, error) {
-	o.Target.Protocol = scenario.JSON
-	o.Target.DB = "ceiling"
-	out, err := runNoSetup(ctx, o)
+func (o *ServeOptions) defaults() {
+	if len(o.Rows) == 0 {
+		o.Rows = DefaultServeRows
+	}
+	if o.Duration <= 0 {
+		o.Duration = 8 * time.Second
+	}
+	if o.ReadVUs <= 0 {
+		o.ReadVUs = 100
+	}
+	if o.ReadDuration <= 0 {
+		o.ReadDuration = 5 * time.Second
+	}
+	if o.ReadRounds <= 0 {
+		o.ReadRounds = 3
+	}
+	if len(o.Conns) == 0 {
+		o.Conns = []int{1, 10, 50, 500}
+	}
+	if len(o.Databases) == 0 {
+		o.Databases = []int{1, 100}
+	}
+	if o.Window <= 0 {
+		o.Window = 5 * time.Millisecond
+	}
+	if o.WindowConns <= 0 {
+		o.WindowConns = 50
+	}
+	if o.InsertVUs <= 0 {
+		o.InsertVUs = 500
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+}
+
+func printServe(o ServeOptions, res *ServeResult, took time.Duration) {
+	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
+	if len(res.Rows) == 0 {
+		return
+	}
+	say("\nsluice bench serve — sluice serve (sync → MinIO), %s measured per run after a %s warm-up; %s, %d CPUs shared by the load generator, the servers and MinIO; took %s",
+		o.Duration, o.Warmup, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), took.Round(time.Second))
+	say("| %-44s | %9s | %9s | %9s | %6s | %9s | %-26s | %-34s | %6s | %-30s |",
+		"row", "req/s", "p50", "p99", "fails", "PUT/1k wr", "acknowledged writes", "reference (same run)", "ratio", "target")
+	say("|%s|%s:|%s:|%s:|%s:|%s:|%s|%s|%s:|%s|", dashes(46), dashes(10), dashes(10), dashes(10), dashes(7), dashes(10), dashes(28), dashes(36), dashes(7), dashes(32))
+	for _, r := range res.Rows {
+		puts, ratioS, target := "", "", ""
+		if r.PutsPer1k > 0 {
+			puts = fmt.Sprintf("%.1f", r.PutsPer1k)
+		}
+		if r.Ratio > 0 {
+			ratioS = fmt.Sprintf("%.2fx", r.Ratio)
+		}
+		if r.Target != "" {
+			target = r.Target + ": " + met(r.TargetMet)
+		}
+		verified := r.Verified
+		if verified == "" {
+			verified = "n/a (reads)"
+		}
+		say("| %-44s | %9.0f | %9s | %9s | %6d | %9s | %-26s | %-34s | %6s | %-30s |",
+			r.Name, r.Rate, fmtMS(r.P50MS), fmtMS(r.P99MS), r.Failures, puts, verified, r.Reference, ratioS, target)
+	}
+	say("(read rows: median of %d interleaved rounds; write rows: each on a fresh server, then every database restored from MinIO and counted)", o.ReadRounds)
+}
+
+func fmtMS(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2fms", v)
+	}
+	return fmt.Sprintf("%.1fms", v)
+}
+
+func writeJSONValue(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
-}
-
-func met(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "NOT met"
-}
-
-func dashes(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = '-'
-	}
-	return string(b)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -119,8 +119,8 @@ func (e *Env) replicaName() string {
 var NoReplicaArgs []string
 
 // StartSluice starts sluice serve with durability "sync" or "async", or with
-// no replica at all when durability is "none".
-func (e *Env) StartSluice(ctx context.Context, durability string) (*Server, error) {
+// no replica at all when durability is "none"; extra are more serve flags.
+func (e *Env) StartSluice(ctx context.Context, durability string, extra ...string) (*Server, error) {
 	dir, err := e.scratch("sluice-" + durability)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (e *Env) StartSluice(ctx context.Context, durability string) (*Server, erro
 			return err
 		}
 	}
-	args = append(args, e.ServeArgs...)
+	args = append(append(args, e.ServeArgs...), extra...)
 	p, err := Start("sluice serve", e.env(), nil, e.Sluice, args...)
 	if err != nil {
 		return nil, err
@@ -172,14 +172,19 @@ func JoinURL(replica, elem string) string {
 	return u.String()
 }
 
-// StartCeiling starts `sluice bench ceiling-server`, a handler that does nothing.
-func (e *Env) StartCeiling(ctx context.Context) (*Server, error) {
+// StartCeiling starts `sluice bench ceiling-server`, a handler that does
+// nothing, or answers with the bytes of bodyFile if one is given.
+func (e *Env) StartCeiling(ctx context.Context, bodyFile ...string) (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Name: "ceiling (trivial handler)", URL: fmt.Sprintf("http://127.0.0.1:%d", port), Protocol: "peer"}
-	p, err := Start("ceiling-server", nil, nil, e.Sluice, "bench", "ceiling-server", "-listen", fmt.Sprintf("127.0.0.1:%d", port))
+	args := []string{"bench", "ceiling-server", "-listen", fmt.Sprintf("127.0.0.1:%d", port)}
+	if len(bodyFile) > 0 && bodyFile[0] != "" {
+		args = append(args, "-body", bodyFile[0])
+	}
+	p, err := Start("ceiling-server", nil, nil, e.Sluice, args...)
 	if err != nil {
 		return nil, err
 	}

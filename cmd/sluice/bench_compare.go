@@ -53,16 +53,36 @@ func runBenchCompare(ctx context.Context, args []string) error {
 	return err
 }
 
-// runBenchServe is `make bench-serve`: single-row inserts against sluice serve and its references.
+// runBenchServe is `make bench-serve`: sluice serve where users feel it,
+// each row beside a reference measured in the same run.
 func runBenchServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
 	o := suite.ServeOptions{Out: os.Stdout}
-	fs.IntVar(&o.VUs, "vus", 500, "concurrent keep-alive connections")
-	fs.DurationVar(&o.Duration, "duration", 30*time.Second, "measured duration per target")
-	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "warm-up per target")
-	fs.StringVar(&o.JSON, "json", "", "write the three runs as a JSON array to this file")
+	rows := fs.String("rows", strings.Join(suite.DefaultServeRows, ","), "row groups, comma-separated: "+strings.Join(suite.ServeRowGroups, ", ")+
+		" (read: read-100 on the JSON API and Hrana beside a handler returning the same bytes; writes: inserts at each -conns on each -dbs;"+
+		" latency: sync p50/p99 at 1 connection beside one bare conditional PUT; window: PUTs per 1,000 writes with -window; insert: 500 connections beside the ceiling and go-sqlite3 + Litestream)")
+	fs.DurationVar(&o.Duration, "duration", 8*time.Second, "measured duration per write run")
+	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "warm-up per write run")
+	fs.DurationVar(&o.ReadDuration, "read-duration", 5*time.Second, "measured duration per read run")
+	fs.IntVar(&o.ReadRounds, "read-rounds", 3, "interleaved rounds of the read rows (medians are reported)")
+	fs.IntVar(&o.ReadVUs, "read-conns", 100, "connections of the read rows")
+	conns := fs.String("conns", "1,10,50,500", "connection counts of the write rows")
+	dbs := fs.String("dbs", "1,100", "database counts the write rows spread over")
+	fs.DurationVar(&o.Window, "window", 5*time.Millisecond, "the window row's -commit-window")
+	fs.IntVar(&o.WindowConns, "window-conns", 50, "connections of the window row (and of the run without the window it is compared with)")
+	fs.IntVar(&o.InsertVUs, "vus", 500, "connections of the insert comparison")
+	fs.StringVar(&o.JSON, "json", "", "write every row as JSON to this file")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of sluice serve during the first read runs into this directory")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	o.Rows = strings.Split(*rows, ",")
+	var err error
+	if o.Conns, err = ints(*conns); err != nil {
+		return fmt.Errorf("-conns: %w", err)
+	}
+	if o.Databases, err = ints(*dbs); err != nil {
+		return fmt.Errorf("-dbs: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -65,17 +65,34 @@ func ints(s string) ([]int, error) {
 }
 
 // runCeilingServer is the benchmarks' ceiling: an HTTP handler that reads the
-// request and answers 204, in its own process, so that the load generator
-// measures this machine's HTTP round trip and nothing else.
+// request and answers 204 (or 200 with the bytes of -body), in its own
+// process, so that the load generator measures this machine's HTTP round
+// trip and nothing else.
 func runCeilingServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench ceiling-server", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8090", "listen address")
+	bodyFile := fs.String("body", "", "answer 200 with this file's bytes (application/json) instead of 204")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var body []byte
+	if *bodyFile != "" {
+		var err error
+		if body, err = os.ReadFile(*bodyFile); err != nil {
+			return err
+		}
+	}
+	length := strconv.Itoa(len(body))
 	srv := &http.Server{Addr: *listen, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusNoContent)
+		if body == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{length}
+		_, _ = w.Write(body)
 	})}
 	go func() { <-ctx.Done(); srv.Close() }()
 	if err := srv.ListenAndServe(); err != http.ErrServerClosed {

@@ -67,9 +67,6 @@ func dispatch(args []string) int {
 		stop := startCPUProfile(path)
 		defer stop()
 	}
-	if path := os.Getenv("SLUICE_HEAPPROFILE"); path != "" {
-		defer startHeapProfiles(path)()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := c.execute(ctx, args)
 	stop()

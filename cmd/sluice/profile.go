@@ -2,9 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	pprofhttp "net/http/pprof"
 	"os"
 	"runtime/pprof"
-	"time"
+
+	"github.com/sluicedb/sluice/server"
 )
 
 // startCPUProfile writes a CPU profile of the whole command to path
@@ -23,43 +28,23 @@ func startCPUProfile(path string) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-// startHeapProfiles writes a heap profile of a long-running command to
-// path.<pid> every 20 seconds, overwriting the last (SLUICE_HEAPPROFILE=path):
-// the way to see what a server that keeps growing holds. The pid tells a
-// benchmark's own profile from those of the servers it starts.
-func startHeapProfiles(path string) func() {
-	path = fmt.Sprintf("%s.%d", path, os.Getpid())
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(20 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := writeHeapProfile(path); err != nil {
-					fmt.Fprintln(os.Stderr, "sluice: heap profile:", err)
-					return
-				}
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
-func writeHeapProfile(path string) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+// servePprof serves net/http/pprof's handlers on addr, apart from the API
+// (so profiling never shares a port, a token or a route with clients). Only
+// a loopback address is accepted: the profiler has no authentication.
+func servePprof(addr string, logger *slog.Logger) error {
+	if !server.IsLoopback(addr) {
+		return fmt.Errorf("-pprof %s: the profiler has no authentication; give a loopback address such as 127.0.0.1:6060", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("-pprof: %w", err)
 	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprofhttp.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprofhttp.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprofhttp.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprofhttp.Trace)
+	logger.Info("profiler listening", "addr", ln.Addr().String())
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
 }

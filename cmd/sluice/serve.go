@@ -76,6 +76,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
 	var maxBody units.Size
 	fs.Var(&maxBody, "max-body-size", "largest request body (e.g. 8MiB; default 8MiB)")
+	commitWindow := fs.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)")
+	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
 	verbose := fs.Bool("v", false, "debug logging")
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
@@ -128,6 +131,10 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.IdempotencyWindow = server.Duration(*idemWindow)
 			case "replica-error-budget":
 				cfg.ReplicaErrorBudget = server.Duration(*budget)
+			case "commit-window":
+				cfg.Group.CommitWindow = server.Duration(*commitWindow)
+			case "max-concurrent-uploads":
+				cfg.Limits.MaxConcurrentUploads = *maxUploads
 			}
 		})
 		if cfg.ReplicaErrorBudget <= 0 {
@@ -142,6 +149,11 @@ func setupServe(fs *flag.FlagSet) runFunc {
 		}
 		if err := preflightServe(ctx, cfg.Replica, time.Duration(cfg.ReplicaErrorBudget), cfg.Lease.Follow, logger); err != nil {
 			return err
+		}
+		if *pprofAddr != "" {
+			if err := servePprof(*pprofAddr, logger); err != nil {
+				return err
+			}
 		}
 		cfg.Tokens = append(cfg.Tokens, tokens...)
 		srv, err := server.New(ctx, cfg, logger, buildVersion())

@@ -44,6 +44,18 @@ type Stmt struct {
 	// StrictArgs makes a parameter left without an argument an error
 	// (CodeArgsInvalid) instead of NULL, as Hrana requires.
 	StrictArgs bool
+	// Rows, if set with WantRows, receives the columns and then each row as
+	// it is stepped, and Result.Rows stays empty: a front end encodes rows
+	// straight into its answer, with no value copied per row. A statement
+	// run again (a multi-statement text, a write group re-run) calls
+	// Columns again: the writer starts its result over.
+	Rows RowWriter
+}
+
+// RowWriter receives a statement's result as it is stepped (Stmt.Rows).
+type RowWriter interface {
+	Columns(cols []Column)
+	Row(r *Row)
 }
 
 // Column describes one result column.

@@ -24,6 +24,7 @@ type conn struct {
 	cached   map[string]bool // statements zombiezen caches on this connection
 	intr     *interrupter
 	wrote    bool // the last Exec ran a statement SQLite does not call read-only
+	row      Row  // handed to a Stmt's RowWriter; its scratch buffer is reused
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
@@ -176,6 +177,17 @@ func (c *conn) exec(st Stmt) (Result, error) {
 	var res Result
 	rest, ran := st.SQL, false
 	for !ran || !sqltext.IsBlank(rest) {
+		if a, next, ok := leadingAlterColumn(rest); ok {
+			if len(st.Args) > 0 || len(st.NamedArgs) > 0 {
+				return Result{}, alterError("ALTER COLUMN takes no arguments")
+			}
+			var err error
+			if res, err = c.runAlterColumn(a); err != nil {
+				return Result{}, err
+			}
+			rest, ran = next, true
+			continue
+		}
 		s, next, finalize, err := c.prepare(rest)
 		if err != nil {
 			return Result{}, err
@@ -224,6 +236,12 @@ func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Resul
 	if kw == "WITH" {
 		before = c.totalChanges()
 	}
+	stream := st.WantRows && st.Rows != nil
+	if stream {
+		st.Rows.Columns(res.Columns)
+		c.row.s, c.row.n = s, n
+		defer func() { c.row.s = nil }()
+	}
 	for {
 		row, err := s.Step()
 		if err != nil {
@@ -233,7 +251,10 @@ func (c *conn) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Resul
 			break
 		}
 		res.RowsRead++
-		if st.WantRows {
+		switch {
+		case stream:
+			st.Rows.Row(&c.row)
+		case st.WantRows:
 			res.Rows = append(res.Rows, readRow(s, n))
 		}
 	}
@@ -374,6 +395,11 @@ func (c *conn) Describe(ctx context.Context, sql string) (d Description, err err
 	d.ReadOnly = true
 	rest, ran := sql, false
 	for !ran || !sqltext.IsBlank(rest) {
+		if _, next, ok := leadingAlterColumn(rest); ok { // a write SQLite cannot prepare
+			d.ReadOnly, d.Explain, d.Params, d.Columns = false, false, nil, nil
+			rest, ran = next, true
+			continue
+		}
 		s, next, finalize, err := c.prepare(rest)
 		if err != nil {
 			return Description{}, err

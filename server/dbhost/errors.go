@@ -93,7 +93,7 @@ func sqlErrorWhy(err error, timedOut bool, why string) error {
 		return e
 	}
 	code := sqlite.ErrCode(err)
-	msg := strings.TrimPrefix(err.Error(), "sqlite: ")
+	msg := sqliteMessage(err.Error(), code)
 	switch {
 	case code == sqlite.ResultInterrupt && timedOut:
 		return errorf(CodeTimeout, http.StatusRequestTimeout,
@@ -125,4 +125,38 @@ func sqlErrorWhy(err error, timedOut bool, why string) error {
 		name = "SQLITE_ERROR"
 	}
 	return errorf(name, status, msg)
+}
+
+// sqliteMessage recovers SQLite's own message (what sqlite3_errmsg says, and
+// what a client sees on a local file) from the driver's error text, which
+// wraps it as `sqlite: [prepare["SQL"]: ][L:C: ][step: ]<code's generic
+// text>: <message>`: clients compare and show SQLite's words, not ours.
+func sqliteMessage(text string, code sqlite.ResultCode) string {
+	rest := strings.TrimPrefix(text, "sqlite: ")
+	if after, ok := strings.CutPrefix(rest, "prepare "); ok {
+		if q, err := strconv.QuotedPrefix(after); err == nil {
+			rest = strings.TrimPrefix(after[len(q):], ": ")
+		}
+	}
+	rest = strings.TrimPrefix(rest, "prepare: ")
+	if i := strings.Index(rest, ": "); i > 0 && isLineCol(rest[:i]) {
+		rest = rest[i+2:]
+	}
+	for _, op := range []string{"step: ", "exec: ", "reset: ", "bind: "} {
+		rest = strings.TrimPrefix(rest, op)
+	}
+	generic := code.Message()
+	if m, ok := strings.CutPrefix(rest, generic+": "); ok && m != "" {
+		return m
+	}
+	return rest
+}
+
+// isLineCol reports whether s is "line:column", as the driver places
+// before a prepare error's message.
+func isLineCol(s string) bool {
+	l, c, ok := strings.Cut(s, ":")
+	_, errL := strconv.Atoi(l)
+	_, errC := strconv.Atoi(c)
+	return ok && errL == nil && errC == nil
 }

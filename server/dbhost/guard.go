@@ -19,12 +19,16 @@ type guard struct {
 	allowTx  bool // set while the writer itself runs BEGIN/COMMIT/ROLLBACK
 	reason   string
 	needsOwn bool // the refusal is only because the connection is shared
+	internal bool // sluice itself runs a statement (ALTER COLUMN's schema edit): allow it
 }
 
 // reset forgets the previous statement's refusal.
 func (g *guard) reset() { g.reason, g.needsOwn = "", false }
 
 func (g *guard) Authorize(a sqlite.Action) sqlite.AuthResult {
+	if g.internal {
+		return sqlite.AuthResultOK
+	}
 	// VACUUM INTO and ATTACH work on a schema other than main/temp; deny
 	// every action on such a schema, whatever statement produced it.
 	switch db := a.Database(); db {

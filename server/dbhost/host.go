@@ -78,7 +78,19 @@ type Options struct {
 	// for commits made to its file by other processes (an sqlite3 shell, a
 	// migration tool) and ships them [1s]; < 0: never.
 	ExternalPoll time.Duration
+	// CommitWindow lets a sync write wait up to this long after its commit
+	// for others to share its upload (fewer PUTs, more latency) [0].
+	CommitWindow time.Duration
+	// MaxUploads bounds the write-path uploads in flight across every
+	// database; a database waiting for a slot keeps growing its next upload
+	// [DefaultMaxUploads]; < 0: no bound.
+	MaxUploads int
 }
+
+// DefaultMaxUploads is Options.MaxUploads unless configured: enough to keep
+// a remote store's round trips overlapped, few enough that a local one is not
+// flooded with small PUTs from many databases at once.
+const DefaultMaxUploads = 16
 
 func (o *Options) setDefaults() {
 	if o.StatementTimeout <= 0 {
@@ -111,6 +123,9 @@ func (o *Options) setDefaults() {
 	if o.ExternalPoll == 0 {
 		o.ExternalPoll = time.Second
 	}
+	if o.MaxUploads == 0 {
+		o.MaxUploads = DefaultMaxUploads
+	}
 }
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -132,6 +147,15 @@ type Host struct {
 	opening   int            // slots reserved by databases being opened (under mu)
 	evicting  sync.WaitGroup // evictions under way; Close waits for them
 	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
+	uploads   *uploadSlots   // nil: uploads unbounded
+}
+
+// slots is the host's bound on uploads in flight (nil: none).
+func (h *Host) slots() *uploadSlots {
+	if h == nil {
+		return nil
+	}
+	return h.uploads
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -147,6 +171,9 @@ func New(opts Options) (*Host, error) {
 		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(h, *opts.Lease)
+	}
+	if opts.MaxUploads > 0 {
+		h.uploads = newUploadSlots(opts.MaxUploads)
 	}
 	h.stop = make(chan struct{})
 	if opts.IdleTimeout > 0 {

@@ -9,7 +9,10 @@ import (
 // runShipper makes committed groups durable. It takes every group committed
 // so far, calls Sync once (one LTX file, one conditional upload for all of
 // them), and answers their requests. Groups committed while an upload runs
-// wait for the next one, so uploads and execution overlap.
+// wait for the next one, so uploads and execution overlap. Before uploading
+// it waits for the commit window (Options.CommitWindow) and for one of the
+// host's upload slots (Options.MaxUploads), taking the groups committed
+// meanwhile into the same upload.
 //
 // A failed upload (sync mode) answers the group's requests
 // COMMITTED_NOT_DURABLE (500, no Retry-After, with the commit's bookmark):
@@ -71,9 +74,16 @@ func (db *database) runShipper() {
 				break drain
 			}
 		}
+		// Hold the upload for the commit window, then for a slot among the
+		// host's uploads: commits made meanwhile join it instead of each
+		// costing a PUT of their own.
+		pending, open = db.waitWindow(pending, open)
+		var release func()
+		release, pending, open = db.waitSlot(pending, open)
 		db.pace.start()
 		err := db.ship(pending)
 		db.pace.end()
+		release()
 		if err == nil || db.fenced.Load() {
 			pending, backoff = nil, 0
 			continue
@@ -145,6 +155,7 @@ func (db *database) ship(groups []*group) error {
 		answer = notDurable(db.name, Bookmark(pos.TXID+1), err)
 	}
 	b := Bookmark(pos.TXID)
+	acked := 0
 	for _, g := range groups {
 		for _, r := range g.reqs {
 			var nd *NotDurableError
@@ -153,10 +164,27 @@ func (db *database) ship(groups []*group) error {
 			} else if answer != nil {
 				finish(r, 0, answer)
 			} else {
+				if r.err == nil {
+					acked++
+				}
 				finish(r, b, r.err)
 			}
 		}
 		g.reqs = nil
 	}
+	db.observeAcked(acked)
 	return err
+}
+
+// AckObserver is an optional part of an Observer: it learns how many
+// writes were acknowledged (sync: once uploaded; async: once committed), the
+// denominator of the upload cost per write.
+type AckObserver interface {
+	WritesAcknowledged(db string, n int)
+}
+
+func (db *database) observeAcked(n int) {
+	if a, ok := db.opts.Observer.(AckObserver); ok && n > 0 {
+		a.WritesAcknowledged(db.name, n)
+	}
 }

@@ -149,14 +149,19 @@ func (db *database) runGroup(reqs []*writeReq) {
 	g := &group{committed: time.Now()}
 	db.noteCommitted(g.committed)
 	b := db.bookmark()
+	acked := 0
 	for _, r := range live {
 		// A request that failed was rolled back: nothing of it to wait for.
 		if r.err != nil || db.opts.Durability == Async {
+			if r.err == nil {
+				acked++
+			}
 			finish(r, b, r.err)
 		} else {
 			g.reqs = append(g.reqs, r)
 		}
 	}
+	db.observeAcked(acked)
 	db.shipCh <- g
 }
 

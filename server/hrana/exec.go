@@ -37,6 +37,11 @@ type execution struct {
 	ctx      context.Context // the request's, bounded by RequestTimeout
 	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
+	// streamRows encodes rows as JSON as SQLite steps them
+	// (stmtResultJSON.rowsJSON), for an answer that writePipeline writes;
+	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
+	// answers encode them from there).
+	streamRows bool
 }
 
 // newExecution bounds the request's total run time; call the returned
@@ -188,7 +193,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn, onReader bool) error {
-		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx}
+		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.streamRows}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -291,7 +296,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 		s.txStart = time.Now() // bounds a transaction this request opens
 	}
 	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.h.cfg.TxTimeout))
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx}
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.streamRows}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx

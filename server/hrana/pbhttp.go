@@ -23,7 +23,7 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
 		return
 	}
-	h.runPipeline(w, r, db, body, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
+	h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
 		out, err := pbPipelineResp(resp)
 		if err != nil {
 			// The requests ran: say so rather than pretend nothing happened.

@@ -368,6 +368,11 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 		auto   bool
 	)
 	switch m := resp.(type) {
+	case executeResponse:
+		typ, result = "execute", m.Result
+		if m.Result == nil {
+			return fmt.Errorf("hrana: an execute response without its result")
+		}
 	case map[string]string:
 		typ = m["type"]
 	case map[string]any:

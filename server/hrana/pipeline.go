@@ -15,16 +15,15 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	h.runPipeline(w, r, db, &body, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
-		writeJSON(w, http.StatusOK, resp, bm)
-	})
+	h.runPipeline(w, r, db, &body, true, writePipeline)
 }
 
 // runPipeline runs a pipeline's requests on its stream; answer writes the
 // response in the request's encoding (errors before anything ran are JSON,
-// the only error body the clients parse).
+// the only error body the clients parse). streamRows: answer is
+// writePipeline, which writes rows encoded as SQLite stepped them.
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *pipelineReqBody,
-	answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) {
+	streamRows bool, answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) {
 	for i := range body.Requests {
 		if e := validateRequest(&body.Requests[i]); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
@@ -50,6 +49,7 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.newExecution(ctx, s)
 	defer cancel()
+	x.streamRows = streamRows
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
@@ -84,7 +84,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 		if out.errs[0] != nil {
 			return errResult(out.errs[0])
 		}
-		return okResult(map[string]any{"type": "execute", "result": out.results[0]})
+		return okResult(executeResponse{Result: out.results[0]})
 	case "batch":
 		res, e := x.batch(req.Batch)
 		if e != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicedb/sluice/internal/jsonstr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -87,6 +88,9 @@ type stmtResultJSON struct {
 	RowsWritten      int64         `json:"rows_written"`
 	QueryDurationMS  float64       `json:"query_duration_ms"`
 	ReplicationIndex *string       `json:"replication_index,omitempty"`
+	// rowsJSON, when set, are the rows already encoded (the elements of
+	// "rows"), streamed from SQLite; Rows is then empty.
+	rowsJSON []byte
 }
 
 type colJSON struct {
@@ -218,16 +222,19 @@ func appendValue(b []byte, v dbhost.Value) []byte {
 		return append(b, '}')
 	case dbhost.Text:
 		b = append(b, `{"type":"text","value":`...)
-		s, _ := json.Marshal(v.Text)
-		b = append(b, s...)
+		b = jsonstr.Append(b, v.Text)
 		return append(b, '}')
 	case dbhost.Blob:
-		b = append(b, `{"type":"blob","base64":"`...)
-		b = base64.RawStdEncoding.AppendEncode(b, v.Blob)
-		return append(b, `"}`...)
+		return appendBlob(b, v.Blob)
 	default:
 		return append(b, `{"type":"null"}`...)
 	}
+}
+
+func appendBlob(b, blob []byte) []byte {
+	b = append(b, `{"type":"blob","base64":"`...)
+	b = base64.RawStdEncoding.AppendEncode(b, blob)
+	return append(b, `"}`...)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -33,6 +33,9 @@ type runConn struct {
 	rerun error
 	// broken stops a session's run: its connection failed and was closed.
 	broken *Error
+	// stream encodes rows as SQLite steps them (stmtResultJSON.rowsJSON)
+	// instead of collecting them in Rows.
+	stream bool
 }
 
 func (rc *runConn) autocommit() bool {
@@ -157,6 +160,11 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 	if st.hasNamed {
 		stmt.NamedArgs = rc.prefixNames(ctx, stmt)
 	}
+	var rows *rowsEncoder
+	if rc.stream && stmt.WantRows {
+		rows = &rowsEncoder{}
+		stmt.Rows = rows
+	}
 	res, err := rc.conn.Exec(ctx, stmt)
 	if err != nil {
 		return nil, err
@@ -167,7 +175,14 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 	if !rc.virtual && rc.readOnlyTx && rc.conn.Autocommit() {
 		rc.readOnlyTx = false
 	}
-	return toStmtResult(res, stmt.WantRows), nil
+	out := toStmtResult(res, stmt.WantRows)
+	if rows != nil && rows.started { // a Conn that does not stream filled Rows instead
+		out.rowsJSON = rows.buf
+		if out.rowsJSON == nil { // no rows: still streamed, not "look in Rows"
+			out.rowsJSON = []byte{}
+		}
+	}
+	return out, nil
 }
 
 func (rc *runConn) execControl(ctx context.Context, sql string) error {

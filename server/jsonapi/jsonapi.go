@@ -118,8 +118,13 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	if !p.CanWrite(name) {
 		db = dbhost.ReadOnly(db) // its writes fail with SQLITE_READONLY
 	}
+	// Reads stream their rows into the answer as SQLite steps them. RunAuto
+	// runs the callbacks on this goroutine and returns after them, so the
+	// pooled encoder is never touched once it is back in the pool.
+	enc := getEncoder()
+	defer putEncoder(enc)
 	q := &request{stmts: stmts, results: make([]dbhost.Result, len(stmts)), parent: r.Context(),
-		limit: a.requestTimeout, name: name, readOnly: !p.CanWrite(name)}
+		limit: a.requestTimeout, name: name, readOnly: !p.CanWrite(name), enc: enc}
 	ctx := r.Context()
 	if idem != nil { // the key applies to writes only; a read ignores it
 		idem.Save = func() ([]byte, error) { return encodeResults(q.results) }
@@ -139,6 +144,10 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		WriteError(w, err)
+		return
+	}
+	if q.streamed {
+		enc.send(w, b)
 		return
 	}
 	writeResults(w, results, b)
@@ -266,56 +275,6 @@ func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
 		return st, badRequest("params must be an array (positional) or an object (named)")
 	}
 	return st, nil
-}
-
-// writeResults writes the response by hand: values need exact encodings
-// (int64 beyond 2^53, floats that stay floats, blobs as base64).
-func writeResults(w http.ResponseWriter, results []dbhost.Result, b dbhost.Bookmark) {
-	buf := make([]byte, 0, 256)
-	buf = append(buf, `{"results":[`...)
-	for i, res := range results {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, `{"columns":[`...)
-		for j, c := range res.Columns {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			q, _ := json.Marshal(c.Name)
-			buf = append(buf, q...)
-		}
-		buf = append(buf, `],"rows":[`...)
-		for j, row := range res.Rows {
-			if j > 0 {
-				buf = append(buf, ',')
-			}
-			buf = append(buf, '[')
-			for k, v := range row {
-				if k > 0 {
-					buf = append(buf, ',')
-				}
-				buf = appendValue(buf, v)
-			}
-			buf = append(buf, ']')
-		}
-		buf = append(buf, `],"meta":{"changes":`...)
-		buf = strconv.AppendInt(buf, res.Changes, 10)
-		buf = append(buf, `,"last_row_id":`...)
-		buf = strconv.AppendInt(buf, res.LastInsertRowID, 10)
-		buf = append(buf, `,"rows_read":`...)
-		buf = strconv.AppendInt(buf, res.RowsRead, 10)
-		buf = append(buf, `,"rows_written":`...)
-		buf = strconv.AppendInt(buf, res.RowsWritten, 10)
-		buf = append(buf, `,"duration_ms":`...)
-		buf = strconv.AppendFloat(buf, float64(res.Duration)/float64(time.Millisecond), 'f', 3, 64)
-		buf = append(buf, `}}`...)
-	}
-	buf = append(buf, `],"bookmark":"`...)
-	buf = strconv.AppendUint(buf, uint64(b), 10)
-	buf = append(buf, "\"}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(buf)
 }
 
 // WriteError writes {"error": {"code", "message"}} with the error's status

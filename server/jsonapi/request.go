@@ -19,6 +19,12 @@ type request struct {
 	limit    time.Duration   // bounds the statements together
 	name     string
 	readOnly bool // the token may only read
+	// enc receives the rows of a run on a read connection as SQLite steps
+	// them; streamed says the answer is in it (that run succeeded) rather
+	// than in results. Both are touched only on the handler's goroutine:
+	// reads run there, writes (on the writer's) never stream.
+	enc      *resultsEncoder
+	streamed bool
 }
 
 func (q *request) sqls() []string {
@@ -42,15 +48,40 @@ func (q *request) bounded() (context.Context, context.CancelFunc) {
 func (q *request) runAll(c dbhost.Conn, onReader bool) error {
 	ctx, cancel := q.bounded()
 	defer cancel()
-	if !onReader || len(q.stmts) == 1 {
-		return q.run(ctx, c, 0, len(q.stmts), onReader)
+	if !onReader {
+		return q.run(ctx, c, 0, len(q.stmts), false)
+	}
+	if len(q.stmts) == 1 {
+		return q.stream(ctx, c)
 	}
 	if _, err := c.Exec(ctx, dbhost.Stmt{SQL: "BEGIN"}); err != nil {
 		return err
 	}
-	err := q.run(ctx, c, 0, len(q.stmts), true)
+	err := q.stream(ctx, c)
 	c.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "COMMIT"})
 	return err
+}
+
+// stream runs every statement on a read connection, their rows encoded
+// into q.enc as they are stepped. A failure leaves q.streamed false: the
+// request may yet run in a write group, answered from q.results.
+func (q *request) stream(ctx context.Context, c dbhost.Conn) error {
+	q.enc.reset()
+	for i := range q.stmts {
+		q.enc.begin(i)
+		st := q.stmts[i]
+		if st.WantRows {
+			st.Rows = q.enc
+		}
+		res, err := q.exec(ctx, c, i, st, true)
+		if err != nil {
+			return err
+		}
+		q.results[i] = res
+		q.enc.end(res)
+	}
+	q.streamed = true
+	return nil
 }
 
 // run executes stmts[from:to] on c. rerun: a write met on a read connection
@@ -58,25 +89,33 @@ func (q *request) runAll(c dbhost.Conn, onReader bool) error {
 // statement that needs a connection of its own always is.
 func (q *request) run(ctx context.Context, c dbhost.Conn, from, to int, rerun bool) error {
 	for i := from; i < to; i++ {
-		res, err := c.Exec(ctx, q.stmts[i])
-		if err == nil {
-			q.results[i] = res
-			continue
-		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && q.parent.Err() == nil {
-			return &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
-				"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
-				q.limit, i+1, len(q.stmts))}
-		}
-		if dbhost.IsOwnConnectionError(err) || (rerun && dbhost.IsReadOnlyError(err)) {
+		res, err := q.exec(ctx, c, i, q.stmts[i], rerun)
+		if err != nil {
 			return err
 		}
-		if dbhost.IsReadOnlyError(err) && q.readOnly {
-			err = readOnlyToken(err, q.name)
-		}
-		return statementError(i, len(q.stmts), err)
+		q.results[i] = res
 	}
 	return nil
+}
+
+// exec runs st, statement i, on c; its error as run explains.
+func (q *request) exec(ctx context.Context, c dbhost.Conn, i int, st dbhost.Stmt, rerun bool) (dbhost.Result, error) {
+	res, err := c.Exec(ctx, st)
+	if err == nil {
+		return res, nil
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && q.parent.Err() == nil {
+		return res, &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
+			"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
+			q.limit, i+1, len(q.stmts))}
+	}
+	if dbhost.IsOwnConnectionError(err) || (rerun && dbhost.IsReadOnlyError(err)) {
+		return res, err
+	}
+	if dbhost.IsReadOnlyError(err) && q.readOnly {
+		err = readOnlyToken(err, q.name)
+	}
+	return res, statementError(i, len(q.stmts), err)
 }
 
 // runOwn runs a request that changes its connection (a connection-state

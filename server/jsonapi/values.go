@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicedb/sluice/internal/jsonstr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -64,27 +65,51 @@ func appendValue(b []byte, v dbhost.Value) []byte {
 	case dbhost.Integer:
 		return strconv.AppendInt(b, v.Int, 10)
 	case dbhost.Float:
-		switch {
-		case math.IsInf(v.Float, 1):
-			return append(b, `"Infinity"`...)
-		case math.IsInf(v.Float, -1):
-			return append(b, `"-Infinity"`...)
-		case math.IsNaN(v.Float):
-			return append(b, "null"...)
-		}
-		n := len(b)
-		b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
-		if !strings.ContainsAny(string(b[n:]), ".eE") {
-			b = append(b, ".0"...)
-		}
-		return b
+		return appendFloat(b, v.Float)
 	case dbhost.Text:
-		q, _ := json.Marshal(v.Text)
-		return append(b, q...)
+		return jsonstr.Append(b, v.Text)
 	case dbhost.Blob:
-		b = append(b, `{"base64":"`...)
-		b = base64.StdEncoding.AppendEncode(b, v.Blob)
-		return append(b, `"}`...)
+		return appendBlob(b, v.Blob)
 	}
 	return append(b, "null"...)
+}
+
+// appendRowValue is appendValue for column i of a row being stepped.
+func appendRowValue(b []byte, r *dbhost.Row, i int) []byte {
+	switch r.Type(i) {
+	case dbhost.Integer:
+		return strconv.AppendInt(b, r.Int(i), 10)
+	case dbhost.Float:
+		return appendFloat(b, r.Float(i))
+	case dbhost.Text:
+		return jsonstr.AppendBytes(b, r.Bytes(i))
+	case dbhost.Blob:
+		return appendBlob(b, r.Bytes(i))
+	}
+	return append(b, "null"...)
+}
+
+func appendFloat(b []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(b, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(b, `"-Infinity"`...)
+	case math.IsNaN(f):
+		return append(b, "null"...)
+	}
+	n := len(b)
+	b = strconv.AppendFloat(b, f, 'g', -1, 64)
+	for _, c := range b[n:] {
+		if c == '.' || c == 'e' || c == 'E' {
+			return b
+		}
+	}
+	return append(b, ".0"...)
+}
+
+func appendBlob(b, blob []byte) []byte {
+	b = append(b, `{"base64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, blob)
+	return append(b, `"}`...)
 }

@@ -6,12 +6,18 @@ import json
 import re
 
 _PREFIX = re.compile(r"^(?:SQLITE_[A-Z0-9_]+: |SQLite error: |\([a-zA-Z_.]+\) )")
+# libsql-experimental's wrapping of an error a server answered (any Hrana
+# server): Hrana: `stream error: `Error { message: "...", code: "..." }``
+_REMOTE = re.compile(r'^Hrana: `stream error: `Error \{ message: "(.*)", code: "[A-Z0-9_]*" \}``$', re.S)
 
 
 def error_text(e):
     """SQLite's message without the client's code prefixes, which differ
     between a local file and any server."""
     m = str(getattr(e, "orig", None) or e).split("\n[SQL:")[0]
+    remote = _REMOTE.match(m)
+    if remote:
+        m = remote.group(1).replace('\\"', '"').replace("\\\\", "\\")
     while True:
         n = _PREFIX.sub("", m)
         if n == m:

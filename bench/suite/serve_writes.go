@@ -1,0 +1,336 @@
+package suite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluicedb/sluice/bench/load"
+	"github.com/sluicedb/sluice/bench/report"
+	"github.com/sluicedb/sluice/bench/scenario"
+	"github.com/sluicedb/sluice/bench/targets"
+)
+
+// writeRows are the write rows of `sluice bench serve`.
+type writeRows struct {
+	rows []ServeRow
+}
+
+// writeRun is one write run's figures.
+type writeRun struct {
+	rep       *report.Report
+	acked     int64
+	putsPer1k float64
+	objBytes  float64 // average size of the write path's objects
+	verified  string
+	ok        bool
+}
+
+// serveWrites runs single-row inserts on 1 and on many databases at each
+// connection count, the commit window row and the bare-PUT reference.
+func serveWrites(ctx context.Context, env *targets.Env, o ServeOptions, want func(string) bool) (*writeRows, error) {
+	type key struct{ dbs, conns int }
+	runs := map[key]*writeRun{}
+	var plan []key
+	if want("writes") {
+		for _, d := range o.Databases {
+			for _, c := range o.Conns {
+				plan = append(plan, key{d, c})
+			}
+		}
+	}
+	if want("latency") {
+		plan = append(plan, key{1, 1})
+	}
+	if want("window") {
+		plan = append(plan, key{1, o.WindowConns})
+	}
+	for _, k := range plan {
+		if runs[k] != nil {
+			continue
+		}
+		r, err := runWrites(ctx, env, o, k.dbs, k.conns)
+		if err != nil {
+			return nil, err
+		}
+		runs[k] = r
+	}
+	out := &writeRows{}
+	row := func(name string, dbs, conns int, r *writeRun) ServeRow {
+		return ServeRow{Group: "writes", Name: name, Conns: conns, Databases: dbs, Rate: r.rep.Rate, P50MS: r.rep.Latency.Med,
+			P99MS: r.rep.Latency.P99, Failures: r.rep.Requests - r.rep.OK, PutsPer1k: r.putsPer1k, Acked: r.acked, Verified: r.verified, VerifyOK: r.ok}
+	}
+	if want("writes") {
+		for _, d := range o.Databases {
+			for _, c := range o.Conns {
+				r := row(fmt.Sprintf("insert, %d %s, %d %s", d, plural(d, "db", "dbs"), c, plural(c, "conn", "conns")), d, c, runs[key{d, c}])
+				if one := runs[key{1, c}]; d != 1 && one != nil {
+					r.Reference = fmt.Sprintf("1 db, %d conns: %.0f/s", c, one.rep.Rate)
+					r.Ratio = ratio(r.Rate, one.rep.Rate)
+					if c == 500 && d == 100 {
+						r.Target = fmt.Sprintf(">= %.1fx, p99 <= %s", TargetManyVsOne, TargetManyP99)
+						r.TargetMet = r.Ratio >= TargetManyVsOne && r.P99MS <= float64(TargetManyP99.Milliseconds())
+					}
+				}
+				out.rows = append(out.rows, r)
+			}
+		}
+	}
+	if want("latency") {
+		base := runs[key{1, 1}]
+		size := int(base.objBytes)
+		if size <= 0 {
+			size = 4096
+		}
+		fmt.Fprintf(o.Out, "bare conditional PUT (If-None-Match: *) of %d bytes to the same MinIO, one at a time…\n", size)
+		p50, p99, err := barePuts(ctx, env, size, max(o.Duration/2, 2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		r := row("sync latency, 1 db, 1 conn", 1, 1, base)
+		r.Group = "latency"
+		r.Reference = fmt.Sprintf("bare cond. PUT p50 %s p99 %s", fmtMS(p50), fmtMS(p99))
+		r.Ratio = ratio(r.P50MS, p50)
+		r.Target = fmt.Sprintf("p50 <= PUT p50 + %s", TargetLatencyOverPut)
+		r.TargetMet = r.P50MS <= p50+float64(TargetLatencyOverPut.Microseconds())/1000
+		out.rows = append(out.rows, r)
+	}
+	if want("window") {
+		without := runs[key{1, o.WindowConns}]
+		with, err := runWrites(ctx, env, o, 1, o.WindowConns, "-commit-window", o.Window.String())
+		if err != nil {
+			return nil, err
+		}
+		r := row(fmt.Sprintf("insert, 1 db, %d conns, -commit-window %s", o.WindowConns, o.Window), 1, o.WindowConns, with)
+		r.Group = "window"
+		r.Reference = fmt.Sprintf("no window: %.1f PUT/1k, %.0f/s", without.putsPer1k, without.rep.Rate)
+		if with.putsPer1k > 0 {
+			r.Ratio = without.putsPer1k / with.putsPer1k
+		}
+		r.Target = fmt.Sprintf(">= %.0fx fewer PUTs", TargetWindowFewer)
+		r.TargetMet = r.Ratio >= TargetWindowFewer
+		out.rows = append(out.rows, r)
+	}
+	return out, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// runWrites starts a fresh sluice serve (sync → MinIO, extra flags), spreads
+// single-row inserts from conns connections over dbs databases, and checks
+// that every database, restored from MinIO, holds exactly what it
+// acknowledged.
+func runWrites(ctx context.Context, env *targets.Env, o ServeOptions, dbs, conns int, extra ...string) (*writeRun, error) {
+	s, _ := scenario.Get("put-object")
+	label := fmt.Sprintf("%d %s, %d %s %s", dbs, plural(dbs, "db", "dbs"), conns, plural(conns, "conn", "conns"), strings.Join(extra, " "))
+	fmt.Fprintf(o.Out, "insert, %s, %s…\n", label, o.Duration)
+	srv, err := env.StartSluice(ctx, "sync", extra...)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	fail := func(err error) (*writeRun, error) {
+		return nil, fmt.Errorf("insert, %s: %w\n%s", label, err, srv.Logs())
+	}
+	ts := make([]scenario.Target, dbs)
+	for i := range ts {
+		name := s.DB
+		if dbs > 1 {
+			name = fmt.Sprintf("%s-%03d", s.DB, i)
+		}
+		ts[i] = scenario.Target{BaseURL: srv.URL, DB: name, Protocol: scenario.JSON}
+	}
+	before := make([]int64, dbs)
+	if err := forEach(dbs, 8, func(i int) error {
+		if err := ts[i].Setup(ctx, s); err != nil {
+			return err
+		}
+		n, err := ts[i].Count(ctx, s)
+		before[i] = n
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	reqs := make([]*load.Request, dbs)
+	for i := range ts {
+		rs, err := ts[i].Requests(s)
+		if err != nil {
+			return fail(err)
+		}
+		reqs[i] = rs[0]
+	}
+	m0, err := scrapeMetrics(ctx, srv.URL)
+	if err != nil {
+		return fail(err)
+	}
+	res, err := load.Run(ctx, load.Config{VUs: conns, Duration: o.Duration, Warmup: o.Warmup,
+		Next: func(vu int, iter uint64) *load.Request { return reqs[vu%dbs] }})
+	if err != nil {
+		return fail(err)
+	}
+	m1, err := scrapeMetrics(ctx, srv.URL)
+	if err != nil {
+		return fail(err)
+	}
+	run := &writeRun{rep: report.New(report.Meta{Scenario: s.Name, Target: label, Protocol: scenario.JSON, Warmup: o.Warmup}, res), acked: res.AckedWrites}
+	if w := m1["sluice_writes_acknowledged_total"] - m0["sluice_writes_acknowledged_total"]; w > 0 {
+		run.putsPer1k = (m1["sluice_store_put_requests"] - m0["sluice_store_put_requests"]) * 1000 / w
+	}
+	if n := m1["sluice_objects_written_total"] - m0["sluice_objects_written_total"]; n > 0 {
+		run.objBytes = (m1["sluice_bytes_written_total"] - m0["sluice_bytes_written_total"]) / n
+	}
+	// Every database, live and restored from MinIO.
+	live, restored := make([]int64, dbs), make([]int64, dbs)
+	dir, err := os.MkdirTemp(env.Dir, "verify-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := forEach(dbs, 4, func(i int) error {
+		n, err := ts[i].Count(ctx, s)
+		if err != nil {
+			return err
+		}
+		live[i] = n
+		out := filepath.Join(dir, ts[i].DB+".db")
+		if err := srv.Restore(ctx, ts[i].DB, out); err != nil {
+			return fmt.Errorf("restore %s: %w", ts[i].DB, err)
+		}
+		restored[i], err = CountFile(out, s.CountSQL)
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	var grew, inBucket int64
+	same := true
+	for i := range live {
+		grew += live[i] - before[i]
+		inBucket += restored[i] - before[i]
+		same = same && restored[i] == live[i]
+	}
+	okLive, _ := within(grew, res)
+	run.ok = okLive && same
+	run.verified = fmt.Sprintf("%d of %d restored", inBucket, res.AckedWrites)
+	if !run.ok {
+		run.verified = fmt.Sprintf("MISSING: %d restored, %d live, %d acknowledged", inBucket, grew, res.AckedWrites)
+	}
+	return run, nil
+}
+
+// forEach runs fn(i) for i in [0,n) on up to workers goroutines; the first error wins.
+func forEach(n, workers int, fn func(int) error) error {
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	for w := 0; w < min(workers, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil
+				mu.Unlock()
+				if i >= n || stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// scrapeMetrics reads sluice's /metrics, summing each metric's series.
+func scrapeMetrics(ctx context.Context, base string) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+			_, rest, ok = strings.Cut(line, "} ")
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err == nil {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// barePuts is the floor of a sync write: conditional PUTs (If-None-Match: *)
+// of size bytes to the same MinIO, one at a time, for d. It returns the p50
+// and p99 in milliseconds.
+func barePuts(ctx context.Context, env *targets.Env, size int, d time.Duration) (p50, p99 float64, err error) {
+	client := env.MinIO.Client()
+	body := bytes.Repeat([]byte{'x'}, size)
+	put := func(i int) error {
+		_, err := client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(env.Bucket), Key: aws.String(fmt.Sprintf("bare-put/%d-%d", time.Now().UnixNano(), i)),
+			Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(size)), IfNoneMatch: aws.String("*"),
+		})
+		return err
+	}
+	for i := 0; i < 20; i++ { // warm the connection
+		if err := put(i); err != nil {
+			return 0, 0, fmt.Errorf("bare PUT: %w", err)
+		}
+	}
+	var lat []float64
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end); i++ {
+		start := time.Now()
+		if err := put(i); err != nil {
+			return 0, 0, fmt.Errorf("bare PUT: %w", err)
+		}
+		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], nil
+}

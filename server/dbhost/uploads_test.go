@@ -1,0 +1,174 @@
+package dbhost
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Slots go to waiters in arrival order, and never more than the bound at once.
+func TestUploadSlotsAreFIFOAndBounded(t *testing.T) {
+	s := newUploadSlots(2)
+	a, b := s.acquire(), s.acquire()
+	for _, ch := range []<-chan struct{}{a, b} {
+		select {
+		case <-ch:
+		default:
+			t.Fatal("a free slot was not granted at once")
+		}
+	}
+	var waiting []<-chan struct{}
+	for range 3 {
+		waiting = append(waiting, s.acquire())
+	}
+	granted := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	for i, ch := range waiting {
+		if granted(ch) {
+			t.Fatalf("waiter %d granted with both slots held", i)
+		}
+	}
+	s.release()
+	if !granted(waiting[0]) || granted(waiting[1]) || granted(waiting[2]) {
+		t.Fatal("a released slot must go to the first waiter only")
+	}
+	s.release()
+	s.release()
+	if !granted(waiting[1]) || !granted(waiting[2]) {
+		t.Fatal("released slots must go to the next waiters in order")
+	}
+	s.release()
+	s.release()
+	if s.free != 2 || len(s.waiters) != 0 {
+		t.Fatalf("free %d waiters %d after every release, want 2 and 0", s.free, len(s.waiters))
+	}
+}
+
+// countingStore counts write-path uploads in flight and at most at once,
+// holding each one for a while so that they overlap.
+type countingStore struct {
+	replica.Store
+	hold          time.Duration
+	inFlight, max atomic.Int32
+	puts          atomic.Int32
+}
+
+func (s *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+	if strings.Contains(key, "ltx/") {
+		n := s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		for m := s.max.Load(); n > m && !s.max.CompareAndSwap(m, n); m = s.max.Load() {
+		}
+		s.puts.Add(1)
+		time.Sleep(s.hold)
+	}
+	return s.Store.PutIfAbsent(ctx, key, r, size)
+}
+
+// Many databases writing at once never have more uploads in flight than
+// MaxUploads, every write is acknowledged, and each database's bucket holds
+// exactly its acknowledged rows.
+func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
+	base := newFileStore(t)
+	store := &countingStore{Store: base, hold: 20 * time.Millisecond}
+	h := newHost(t, store, t.TempDir(), func(o *Options) { o.MaxUploads = 2 })
+	const dbs, writers, each = 8, 3, 5
+	names := make([]string, dbs)
+	for i := range names {
+		names[i] = fmt.Sprintf("many%d", i)
+		db, err := h.Create(context.Background(), names[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, db, "CREATE TABLE t(x)")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, dbs*writers)
+	for _, name := range names {
+		db, err := h.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					if _, err := db.Write(context.Background(), func(c Conn) error {
+						_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (1)"})
+						return err
+					}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if m := store.max.Load(); m > 2 {
+		t.Fatalf("%d uploads in flight at once, want at most MaxUploads = 2", m)
+	}
+	if p := store.puts.Load(); p >= dbs*writers*each {
+		t.Fatalf("%d uploads for %d writes: waiting for a slot should have grouped them", p, dbs*writers*each)
+	}
+	for _, name := range names {
+		if got := restoredCount(t, base, name, "SELECT count(*) FROM t"); got != writers*each {
+			t.Fatalf("%s: bucket holds %d rows, want the %d acknowledged", name, got, writers*each)
+		}
+	}
+}
+
+// With a commit window, writes committed within it of each other share one
+// upload; each is acknowledged only once that upload is in the bucket.
+func TestCommitWindowSharesOneUpload(t *testing.T) {
+	base := newFileStore(t)
+	store := &countingStore{Store: base}
+	const window = 400 * time.Millisecond
+	h := newHost(t, store, t.TempDir(), func(o *Options) { o.CommitWindow = window })
+	db, err := h.Create(context.Background(), "windowed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, "CREATE TABLE t(x)")
+	before := store.puts.Load()
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 4)
+	for i := range took {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			write(t, db, "INSERT INTO t VALUES (?)", Value{Type: Integer, Int: int64(i)})
+			took[i] = time.Since(start)
+		}()
+		time.Sleep(40 * time.Millisecond) // one after the other, well inside the window
+	}
+	wg.Wait()
+	if n := store.puts.Load() - before; n != 1 {
+		t.Fatalf("%d uploads for 4 writes inside one commit window, want 1", n)
+	}
+	if took[0] < window {
+		t.Fatalf("the first write was acknowledged after %s, before its commit window (%s) ended", took[0], window)
+	}
+	if got := restoredCount(t, base, "windowed", "SELECT count(*) FROM t"); got != 4 {
+		t.Fatalf("bucket holds %d rows, want the 4 acknowledged", got)
+	}
+}

@@ -1,0 +1,231 @@
+package hrana
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/sluicedb/sluice/internal/jsonstr"
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Hrana answers are written by hand: a result's rows are encoded as SQLite
+// steps them (rowsEncoder, a dbhost.RowWriter) and the pipeline answer is
+// assembled around them, with no reflection and no value copied per row.
+
+// rowsEncoder holds a statement's rows as the JSON elements of "rows".
+type rowsEncoder struct {
+	buf     []byte
+	rows    int
+	started bool // the Conn streamed (one that does not fills Result.Rows)
+}
+
+// Columns starts the rows over (a statement run again starts from scratch).
+func (e *rowsEncoder) Columns([]dbhost.Column) {
+	if e.buf == nil {
+		e.buf = getBuffer()
+	}
+	e.buf, e.rows, e.started = e.buf[:0], 0, true
+}
+
+// buffers keeps encoding buffers between requests: a pipeline answer's
+// buffer and its results' rows go back once the answer is written. One that
+// grew past maxPooledBuffer (a huge result) is left to the collector.
+var buffers = sync.Pool{New: func() any { return make([]byte, 0, 32<<10) }}
+
+const maxPooledBuffer = 1 << 20
+
+func getBuffer() []byte { return buffers.Get().([]byte)[:0] }
+
+func putBuffer(b []byte) {
+	if cap(b) > 0 && cap(b) <= maxPooledBuffer {
+		buffers.Put(b[:0])
+	}
+}
+
+// Row appends the row SQLite is on.
+func (e *rowsEncoder) Row(r *dbhost.Row) {
+	b := e.buf
+	if e.rows > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, '[')
+	for i := range r.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRowValue(b, r, i)
+	}
+	e.buf = append(b, ']')
+	e.rows++
+}
+
+// appendRowValue is appendValue for column i of a row being stepped.
+func appendRowValue(b []byte, r *dbhost.Row, i int) []byte {
+	switch r.Type(i) {
+	case dbhost.Integer:
+		b = append(b, `{"type":"integer","value":"`...)
+		b = strconv.AppendInt(b, r.Int(i), 10)
+		return append(b, `"}`...)
+	case dbhost.Float:
+		return appendValue(b, dbhost.Value{Type: dbhost.Float, Float: r.Float(i)})
+	case dbhost.Text:
+		b = append(b, `{"type":"text","value":`...)
+		b = jsonstr.AppendBytes(b, r.Bytes(i))
+		return append(b, '}')
+	case dbhost.Blob:
+		return appendBlob(b, r.Bytes(i))
+	}
+	return append(b, `{"type":"null"}`...)
+}
+
+// MarshalJSON writes the result by hand (see appendJSON).
+func (r *stmtResultJSON) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
+
+// appendJSON appends the result: its streamed rows if it has them, else Rows.
+func (r *stmtResultJSON) appendJSON(b []byte) []byte {
+	b = append(b, `{"cols":[`...)
+	for i, c := range r.Cols {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = appendStringOrNull(b, c.Name)
+		b = append(b, `,"decltype":`...)
+		b = appendStringOrNull(b, c.DeclType)
+		b = append(b, '}')
+	}
+	b = append(b, `],"rows":[`...)
+	if r.rowsJSON != nil {
+		b = append(b, r.rowsJSON...)
+	} else {
+		for i, row := range r.Rows {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			for j, v := range row {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendValue(b, dbhost.Value(v))
+			}
+			b = append(b, ']')
+		}
+	}
+	b = append(b, `],"affected_row_count":`...)
+	b = strconv.AppendInt(b, r.AffectedRowCount, 10)
+	b = append(b, `,"last_insert_rowid":`...)
+	b = appendStringOrNull(b, r.LastInsertRowID)
+	b = append(b, `,"rows_read":`...)
+	b = strconv.AppendInt(b, r.RowsRead, 10)
+	b = append(b, `,"rows_written":`...)
+	b = strconv.AppendInt(b, r.RowsWritten, 10)
+	b = append(b, `,"query_duration_ms":`...)
+	b = appendJSONFloat(b, r.QueryDurationMS)
+	if r.ReplicationIndex != nil {
+		b = append(b, `,"replication_index":`...)
+		b = jsonstr.Append(b, *r.ReplicationIndex)
+	}
+	return append(b, '}')
+}
+
+func appendStringOrNull(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return jsonstr.Append(b, *s)
+}
+
+// appendJSONFloat formats f as encoding/json does.
+func appendJSONFloat(b []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(b, "null"...)
+	}
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-07 → e-7, as encoding/json writes it
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// executeResponse is the response to an execute request.
+type executeResponse struct {
+	Result *stmtResultJSON
+}
+
+// MarshalJSON writes {"type":"execute","result":...}.
+func (e executeResponse) MarshalJSON() ([]byte, error) { return e.appendJSON(nil), nil }
+
+func (e executeResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"type":"execute","result":`...)
+	if e.Result == nil {
+		b = append(b, "null"...)
+	} else {
+		b = e.Result.appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// appendPipeline appends the pipeline answer; execute results are written
+// by hand, the rest (small) through encoding/json.
+func appendPipeline(b []byte, resp *pipelineRespBody) ([]byte, error) {
+	b = append(b, `{"baton":`...)
+	b = appendStringOrNull(b, resp.Baton)
+	b = append(b, `,"base_url":`...)
+	b = appendStringOrNull(b, resp.BaseURL)
+	b = append(b, `,"results":[`...)
+	for i, r := range resp.Results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if ex, ok := r.Response.(executeResponse); ok && r.Type == "ok" && r.Error == nil {
+			b = append(b, `{"type":"ok","response":`...)
+			b = ex.appendJSON(b)
+			b = append(b, '}')
+			continue
+		}
+		one, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, one...)
+	}
+	return append(b, "]}"...), nil
+}
+
+// writePipeline answers a pipeline with exactly "application/json" (see
+// writeJSON) and a Content-Length, in one write.
+func writePipeline(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
+	data, err := appendPipeline(getBuffer(), resp)
+	if err != nil {
+		writeJSON(w, http.StatusOK, resp, bm) // reports the encoding error as writeJSON does
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(data))}
+	if bm > 0 {
+		h.Set("Sluice-Bookmark", formatBookmark(bm))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+	// Written: nothing refers to the buffers any more (a keyed write stored
+	// its own copy of the answer when it committed).
+	putBuffer(data)
+	for _, r := range resp.Results {
+		if ex, ok := r.Response.(executeResponse); ok && ex.Result != nil {
+			putBuffer(ex.Result.rowsJSON)
+			ex.Result.rowsJSON = nil
+		}
+	}
+}

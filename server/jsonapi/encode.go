@@ -1,0 +1,145 @@
+package jsonapi
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/jsonstr"
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// resultsEncoder writes the answer {"results":[...],"bookmark":"N"} by hand
+// into one reused buffer: values need exact encodings (int64 beyond 2^53,
+// floats that stay floats, blobs as base64), and reads stream their rows
+// straight from SQLite into it (it is the statements' dbhost.RowWriter).
+type resultsEncoder struct {
+	buf     []byte
+	stmt    int  // where the current statement's result starts
+	rows    int  // rows written for the current statement
+	started bool // Columns was called for the current statement
+}
+
+// encoders keeps buffers between reads; a buffer that grew past
+// maxPooledBuffer (a huge result) is left to the collector instead.
+var encoders = sync.Pool{New: func() any { return &resultsEncoder{buf: make([]byte, 0, 32<<10)} }}
+
+const maxPooledBuffer = 1 << 20
+
+func getEncoder() *resultsEncoder {
+	e := encoders.Get().(*resultsEncoder)
+	e.reset()
+	return e
+}
+
+func putEncoder(e *resultsEncoder) {
+	if cap(e.buf) <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+}
+
+func (e *resultsEncoder) reset() {
+	e.buf = append(e.buf[:0], `{"results":[`...)
+}
+
+// begin starts statement i's result.
+func (e *resultsEncoder) begin(i int) {
+	if i > 0 {
+		e.buf = append(e.buf, ',')
+	}
+	e.stmt, e.rows, e.started = len(e.buf), 0, false
+}
+
+// Columns starts (or starts over) the current statement's result.
+func (e *resultsEncoder) Columns(cols []dbhost.Column) {
+	b := append(e.buf[:e.stmt], `{"columns":[`...)
+	for j, c := range cols {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = jsonstr.Append(b, c.Name)
+	}
+	e.buf = append(b, `],"rows":[`...)
+	e.rows, e.started = 0, true
+}
+
+// Row appends the row SQLite is on.
+func (e *resultsEncoder) Row(r *dbhost.Row) {
+	b := e.buf
+	if e.rows > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, '[')
+	for i := range r.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRowValue(b, r, i)
+	}
+	e.buf = append(b, ']')
+	e.rows++
+}
+
+// rowsOf appends rows already read into Values.
+func (e *resultsEncoder) rowsOf(rows [][]dbhost.Value) {
+	for _, row := range rows {
+		b := e.buf
+		if e.rows > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		for k, v := range row {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = appendValue(b, v)
+		}
+		e.buf = append(b, ']')
+		e.rows++
+	}
+}
+
+// end closes the current statement's result with its meta.
+func (e *resultsEncoder) end(res dbhost.Result) {
+	if !e.started { // a Conn that does not stream filled res.Rows instead
+		e.Columns(res.Columns)
+		e.rowsOf(res.Rows)
+	}
+	b := append(e.buf, `],"meta":{"changes":`...)
+	b = strconv.AppendInt(b, res.Changes, 10)
+	b = append(b, `,"last_row_id":`...)
+	b = strconv.AppendInt(b, res.LastInsertRowID, 10)
+	b = append(b, `,"rows_read":`...)
+	b = strconv.AppendInt(b, res.RowsRead, 10)
+	b = append(b, `,"rows_written":`...)
+	b = strconv.AppendInt(b, res.RowsWritten, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendFloat(b, float64(res.Duration)/float64(time.Millisecond), 'f', 3, 64)
+	e.buf = append(b, `}}`...)
+}
+
+// send closes the answer with the bookmark and writes it in one piece (a
+// Content-Length, not chunks).
+func (e *resultsEncoder) send(w http.ResponseWriter, bm dbhost.Bookmark) {
+	b := append(e.buf, `],"bookmark":"`...)
+	b = strconv.AppendUint(b, uint64(bm), 10)
+	e.buf = append(b, "\"}\n"...)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(e.buf))}
+	w.Write(e.buf)
+}
+
+// writeResults writes results that were read into Values (writes, replays).
+func writeResults(w http.ResponseWriter, results []dbhost.Result, bm dbhost.Bookmark) {
+	e := getEncoder()
+	defer putEncoder(e)
+	for i, res := range results {
+		e.begin(i)
+		e.Columns(res.Columns)
+		e.rowsOf(res.Rows)
+		e.end(res)
+	}
+	e.send(w, bm)
+}
