@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -25,24 +24,9 @@ type rowsEncoder struct {
 // Columns starts the rows over (a statement run again starts from scratch).
 func (e *rowsEncoder) Columns([]dbhost.Column) {
 	if e.buf == nil {
-		e.buf = getBuffer()
+		e.buf = jsonstr.GetBuffer()
 	}
 	e.buf, e.rows, e.started = e.buf[:0], 0, true
-}
-
-// buffers keeps encoding buffers between requests: a pipeline answer's
-// buffer and its results' rows go back once the answer is written. One that
-// grew past maxPooledBuffer (a huge result) is left to the collector.
-var buffers = sync.Pool{New: func() any { return make([]byte, 0, 32<<10) }}
-
-const maxPooledBuffer = 1 << 20
-
-func getBuffer() []byte { return buffers.Get().([]byte)[:0] }
-
-func putBuffer(b []byte) {
-	if cap(b) > 0 && cap(b) <= maxPooledBuffer {
-		buffers.Put(b[:0])
-	}
 }
 
 // Row appends the row SQLite is on.
@@ -206,7 +190,7 @@ func appendPipeline(b []byte, resp *pipelineRespBody) ([]byte, error) {
 // writePipeline answers a pipeline with exactly "application/json" (see
 // writeJSON) and a Content-Length, in one write.
 func writePipeline(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
-	data, err := appendPipeline(getBuffer(), resp)
+	data, err := appendPipeline(jsonstr.GetBuffer(), resp)
 	if err != nil {
 		writeJSON(w, http.StatusOK, resp, bm) // reports the encoding error as writeJSON does
 		return
@@ -221,10 +205,10 @@ func writePipeline(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Book
 	_, _ = w.Write(data)
 	// Written: nothing refers to the buffers any more (a keyed write stored
 	// its own copy of the answer when it committed).
-	putBuffer(data)
+	jsonstr.PutBuffer(data)
 	for _, r := range resp.Results {
 		if ex, ok := r.Response.(executeResponse); ok && ex.Result != nil {
-			putBuffer(ex.Result.rowsJSON)
+			jsonstr.PutBuffer(ex.Result.rowsJSON)
 			ex.Result.rowsJSON = nil
 		}
 	}

@@ -3,7 +3,6 @@ package jsonapi
 import (
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
@@ -21,23 +20,13 @@ type resultsEncoder struct {
 	started bool // Columns was called for the current statement
 }
 
-// encoders keeps buffers between reads; a buffer that grew past
-// maxPooledBuffer (a huge result) is left to the collector instead.
-var encoders = sync.Pool{New: func() any { return &resultsEncoder{buf: make([]byte, 0, 32<<10)} }}
-
-const maxPooledBuffer = 1 << 20
-
 func getEncoder() *resultsEncoder {
-	e := encoders.Get().(*resultsEncoder)
+	e := &resultsEncoder{buf: jsonstr.GetBuffer()}
 	e.reset()
 	return e
 }
 
-func putEncoder(e *resultsEncoder) {
-	if cap(e.buf) <= maxPooledBuffer {
-		encoders.Put(e)
-	}
-}
+func putEncoder(e *resultsEncoder) { jsonstr.PutBuffer(e.buf) }
 
 func (e *resultsEncoder) reset() {
 	e.buf = append(e.buf[:0], `{"results":[`...)
