@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sluicedb/sluice/server/hrana"
@@ -21,20 +22,16 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	jsonapi.WriteError(w, err)
 }
 
-// isHranaPath reports whether path belongs to the Hrana protocol: its
-// versioned routes, sqld's /v1 execute and batch, anything under /db/<name>,
-// and the WebSocket endpoint at the root.
+// hranaPaths are the Hrana protocol's routes, served at the root and under
+// /db/<name>.
+var hranaPaths = []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor",
+	"/v3-protobuf", "/v3-protobuf/pipeline", "/v3-protobuf/cursor", "/v1/execute", "/v1/batch"}
+
+// isHranaPath reports whether path belongs to the Hrana protocol: one of
+// hranaPaths, anything under /db/<name>, and the WebSocket endpoint at the
+// root.
 func isHranaPath(path string) bool {
-	switch {
-	case path == "/", path == "/v1/execute", path == "/v1/batch", strings.HasPrefix(path, "/db/"):
-		return true
-	}
-	for _, p := range []string{"/v2", "/v3"} {
-		if path == p || strings.HasPrefix(path, p+"/") || strings.HasPrefix(path, p+"-") {
-			return true
-		}
-	}
-	return false
+	return path == "/" || strings.HasPrefix(path, "/db/") || slices.Contains(hranaPaths, path)
 }
 
 // droppedDatabaseName reports a Hrana request for /db/v2/... or /db/v3...:

@@ -29,7 +29,7 @@ func (s *Server) routes() http.Handler {
 		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.leaderOnly(jm.ServeHTTP))
 	}
-	for _, p := range []string{"/v2", "/v3", "/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v3-protobuf", "/v3-protobuf/pipeline", "/v3-protobuf/cursor", "/v1/execute", "/v1/batch"} {
+	for _, p := range hranaPaths {
 		handle(p, s.leaderOnly(s.serveHrana))
 		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
 	}
