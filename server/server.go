@@ -144,7 +144,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
 
-		MaxMessageBytes:         maxBodyBytes(cfg.Limits),
+		MaxBodyBytes:            maxBodyBytes(cfg.Limits),
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
 		MaxStreamsPerConnection: cfg.Hrana.MaxStreamsPerConnection,
 	})

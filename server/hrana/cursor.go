@@ -13,7 +13,7 @@ import (
 // entries are written.
 func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
 	var body cursorReqBody
-	if e := decodeBody(w, r, &body); e != nil {
+	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}

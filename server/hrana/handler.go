@@ -47,9 +47,10 @@ type Config struct {
 	// Default 10 s.
 	RequestTimeout time.Duration
 
-	// MaxMessageBytes bounds one WebSocket message, like the server's body
-	// limit bounds an HTTP request. Default 8 MiB.
-	MaxMessageBytes int64
+	// MaxBodyBytes bounds one HTTP request body and one WebSocket message:
+	// the server passes its configured body limit, so one setting governs
+	// every route. Default 8 MiB.
+	MaxBodyBytes int64
 	// WebSocketIdleTimeout closes a WebSocket connection that has sent
 	// nothing and awaits nothing for this long. Default 2 min.
 	WebSocketIdleTimeout time.Duration
@@ -59,10 +60,10 @@ type Config struct {
 }
 
 const (
-	defaultIdleTimeout = 10 * time.Second
-	defaultTxTimeout   = 5 * time.Second
-	maxBodyBytes       = 8 << 20 // same default as the server's request limit
-	maxStoredSQL       = 150     // per stream, as sqld
+	defaultIdleTimeout  = 10 * time.Second
+	defaultTxTimeout    = 5 * time.Second
+	defaultMaxBodyBytes = 8 << 20 // same default as the server's request limit
+	maxStoredSQL        = 150     // per stream, as sqld
 
 	defaultMaxStreamsPerToken    = 1000
 	defaultMaxStreamsPerDatabase = 5000
@@ -113,8 +114,8 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = maxBodyBytes
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if cfg.WebSocketIdleTimeout <= 0 {
 		cfg.WebSocketIdleTimeout = defaultWebSocketIdleTimeout
@@ -285,23 +286,23 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 	writeHTTPError(w, http.StatusInternalServerError, e)
 }
 
-// readBody reads a request body of at most maxBodyBytes.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
+// readBody reads a request body of at most the configured body limit.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
+			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
 		}
 		return nil, &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
 	}
 	return data, nil
 }
 
-// decodeBody reads a JSON request body of at most maxBodyBytes.
-func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
-	data, e := readBody(w, r)
+// decodeBody reads a JSON request body of at most the configured body limit.
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+	data, e := h.readBody(w, r)
 	if e != nil {
 		return e
 	}

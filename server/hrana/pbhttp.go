@@ -13,7 +13,7 @@ import (
 const protobufContentType = "application/x-protobuf"
 
 func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
-	data, e := readBody(w, r)
+	data, e := h.readBody(w, r)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
@@ -37,7 +37,7 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 }
 
 func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
-	data, e := readBody(w, r)
+	data, e := h.readBody(w, r)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return

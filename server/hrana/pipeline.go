@@ -11,7 +11,7 @@ import (
 
 func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
 	var body pipelineReqBody
-	if e := decodeBody(w, r, &body); e != nil {
+	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}

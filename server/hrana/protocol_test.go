@@ -400,7 +400,7 @@ func TestBadInputIsRejectedAndTheServerKeepsServing(t *testing.T) {
 			t.Errorf("%s: %d %v", name, status, out)
 		}
 	}
-	big := `{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT '` + strings.Repeat("x", maxBodyBytes) + `'"}}]}`
+	big := `{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT '` + strings.Repeat("x", defaultMaxBodyBytes) + `'"}}]}`
 	if status, out := post(t, ts.URL+"/v2/pipeline", big); status != http.StatusBadRequest || out["code"] != "BODY_TOO_LARGE" {
 		t.Errorf("oversized body: %d %v", status, out)
 	}

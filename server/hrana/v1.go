@@ -21,7 +21,7 @@ type v1BatchReq struct {
 
 func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
 	var body v1ExecuteReq
-	if e := decodeBody(w, r, &body); e != nil {
+	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
@@ -52,7 +52,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 
 func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
 	var body v1BatchReq
-	if e := decodeBody(w, r, &body); e != nil {
+	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}

@@ -92,7 +92,7 @@ func (h *Handler) ServeWebSocket(w http.ResponseWriter, r *http.Request, authori
 		_ = ws.Close(websocket.StatusProtocolError, "no Hrana subprotocol: offer hrana3-protobuf, hrana3, hrana2 or hrana1")
 		return
 	}
-	ws.SetReadLimit(h.cfg.MaxMessageBytes)
+	ws.SetReadLimit(h.cfg.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	c := &wsConn{
 		h: h, ws: ws, version: version, protobuf: protobuf, authorize: authorize,
