@@ -32,6 +32,7 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 
 func newServerMetrics(host func() []dbhost.Stats, w *watch.Watch) *serverMetrics {
 	r := metrics.New()
+	registerMemoryMetrics(r)
 	m := &serverMetrics{
 		reg:         r,
 		watch:       w,

@@ -10,7 +10,8 @@
 // one step as far as any open is concerned; settings made later on a live
 // connection are safe without it.
 //
-// It imports only zombiezen.com/go/sqlite; every package that opens SQLite
+// It imports only zombiezen.com/go/sqlite (and its modernc engine, to read
+// SQLite's memory statistics); every package that opens SQLite
 // connections in a long-running process uses it.
 package sqliteconn
 
