@@ -19,11 +19,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	sluiceBin, benchBin, peerBin = filepath.Join(dir, "sluice"), filepath.Join(dir, "sluice-bench"), filepath.Join(dir, "sluice-peerapp")
-	for _, b := range [][2]string{{sluiceBin, "github.com/sluicedb/sluice/cmd/sluice"}, {benchBin, "../cmd/sluice-bench"}, {peerBin, "../peers/peerapp"}} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// sluice is built in its own module (the source tree above), with the
+	// dependency versions its go.mod ships, not this module's.
+	for _, b := range [][3]string{{sluiceBin, "../..", "./cmd/sluice"}, {benchBin, ".", "../cmd/sluice-bench"}, {peerBin, ".", "../peers/peerapp"}} {
+		cmd := exec.Command("go", "build", "-o", b[0], b[2])
+		cmd.Dir, cmd.Stdout, cmd.Stderr = b[1], os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", b[1], err)
+			fmt.Fprintln(os.Stderr, "build", b[2], "in", b[1], err)
 			os.Exit(1)
 		}
 	}

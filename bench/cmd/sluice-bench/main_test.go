@@ -23,11 +23,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	sluiceBin, benchBin = filepath.Join(dir, "sluice"), filepath.Join(dir, "sluice-bench")
-	for _, b := range [][2]string{{sluiceBin, "github.com/sluicedb/sluice/cmd/sluice"}, {benchBin, "."}} {
-		build := exec.Command("go", "build", "-o", b[0], b[1])
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	// sluice is built in its own module (the source tree above), with the
+	// dependency versions its go.mod ships, not this module's.
+	for _, b := range [][3]string{{sluiceBin, "../../..", "./cmd/sluice"}, {benchBin, ".", "."}} {
+		build := exec.Command("go", "build", "-o", b[0], b[2])
+		build.Dir, build.Stdout, build.Stderr = b[1], os.Stdout, os.Stderr
 		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", b[1], err)
+			fmt.Fprintln(os.Stderr, "build", b[2], "in", b[1], err)
 			os.Exit(1)
 		}
 	}
