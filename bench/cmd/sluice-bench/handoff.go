@@ -23,7 +23,7 @@ import (
 	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
-// sluice bench handoff: two `sluice serve -lease` instances on one MinIO
+// sluice-bench handoff: two `sluice serve -lease` instances on one MinIO
 // bucket take counter increments; the leader is stopped (SIGTERM, then in a
 // second run kill -9) and the handoff gap is the longest time without an
 // accepted write around the stop. Then the single-row insert load (one JSON insert per

@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// sluice bench manydbs: one `sluice serve` (file:// replica) is given N
+// sluice-bench manydbs: one `sluice serve` (file:// replica) is given N
 // databases, each created, written once and left idle, under the
 // descriptor limit it inherits. It prints the server's RSS and open
 // descriptors empty (the reference), after the creates, and once the idle
