@@ -1,6 +1,8 @@
 # sluice: the two commands a fresh machine needs are `make run` and `make test`.
 GO        ?= go
 BIN       := bin/sluice
+# The benchmarks are their own module (bench/) and binary: none of it is linked into sluice.
+BENCH     := bin/sluice-bench
 TOOLS     ?= $(HOME)/.cache/sluice-tools
 # `sluice version` prints this; without it the binary reports the module
 # version or git commit the Go toolchain recorded.
@@ -12,13 +14,18 @@ export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 # Packages on the write path run under the race detector.
 RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/...
 
-.PHONY: build sluice run test deps lint unit bench-restore bench-serve bench-capture bench-soak clean
+.PHONY: build sluice bench-bin run test deps lint unit bench-restore bench-serve bench-capture bench-soak clean
 
-build: sluice
-	$(GO) build -o bin/sluice-peerapp ./bench/peers/peerapp
+## build: bin/sluice, and from the bench module bin/sluice-bench (which measures the sluice beside it)
+## and bin/sluice-peerapp (the go-sqlite3 peer it compares sluice with).
+build: sluice bench-bin
 
 sluice:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
+
+bench-bin:
+	cd bench && $(GO) build -o ../$(BENCH) ./cmd/sluice-bench
+	cd bench && $(GO) build -o ../bin/sluice-peerapp ./peers/peerapp
 
 ## run: sluice's main job on its embedded default: databases in ./sluice-data,
 ## every write replicated to file://./sluice-data/replica, HTTP on 127.0.0.1:8080.
@@ -35,30 +42,32 @@ deps:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 unit:
 	$(GO) test -race -timeout 30m $(RACE_PKGS)
 	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|lease|follow)(/|$$)')
+	cd bench && $(GO) test -timeout 50m ./...
 
 ## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
-bench-restore: sluice
-	./$(BIN) bench restore -sizes 25MB,250MB,1GB
+bench-restore: build
+	./$(BENCH) restore -sizes 25MB,250MB,1GB
 
 ## bench-serve: sluice serve where users feel it (reads, many databases, sync latency, PUTs per write), each row beside its reference.
 bench-serve: build
-	./$(BIN) bench serve
+	./$(BENCH) serve
 
 ## bench-capture: a writer flat out, sluice replicate beside Litestream, 60 s then 180 s.
-bench-capture: sluice
-	./$(BIN) bench capture -duration 60s
-	./$(BIN) bench capture -duration 180s
+bench-capture: build
+	./$(BENCH) capture -duration 60s
+	./$(BENCH) capture -duration 180s
 
 ## bench-soak: 10 minutes of 50 connections inserting through sluice serve (sync) into MinIO, on one
 ## database then spread over 100: every window acknowledges writes, RSS, descriptors, store connections,
 ## objects and the level-0 backlog stay bounded, and a restore holds every acknowledged write.
-bench-soak: sluice
-	./$(BIN) bench soak -duration 10m -connections 50 -databases 1; one=$$?; \
-	./$(BIN) bench soak -duration 10m -connections 50 -databases 100; many=$$?; \
+bench-soak: build
+	./$(BENCH) soak -duration 10m -connections 50 -databases 1; one=$$?; \
+	./$(BENCH) soak -duration 10m -connections 50 -databases 100; many=$$?; \
 	exit $$((one | many))
 
 clean:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what `sluice bench` and its tests need beyond scripts/install-test-deps.sh:
+# Installs what sluice-bench (bench/) and its tests need beyond scripts/install-test-deps.sh:
 # Debian's chromium (renders the HTML report to a screenshot in a test) and
-# mariadb-server (the MariaDB peer of `sluice bench compare`). The MariaDB
+# mariadb-server (the MariaDB peer of `sluice-bench compare`). The MariaDB
 # service is never enabled: the bench starts mariadbd itself on a loopback port
 # with a temporary datadir and stops it afterwards.
 # Idempotent: a second run only checks that the binaries are there.

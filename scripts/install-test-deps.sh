@@ -15,6 +15,7 @@ step() { printf '==> %s\n' "$*"; }
 
 step "Go modules"
 go mod download
+(cd bench && go mod download) # the benchmarks' own module: its peers (go-sqlite3, MariaDB's driver)
 
 if [ ! -x "$TOOLS/bin/minio" ] || [ "$(cat "$TOOLS/bin/minio.version" 2>/dev/null)" != "$MINIO_VERSION" ]; then
 	step "MinIO $MINIO_VERSION (built from source, ~3-6 minutes the first time)"

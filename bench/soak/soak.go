@@ -1,4 +1,4 @@
-// Package soak is `sluice bench soak`: minutes of sustained single-row
+// Package soak is `sluice-bench soak`: minutes of sustained single-row
 // inserts against `sluice serve -durability sync` replicating to a local
 // MinIO, on one database or spread over many. Every window it prints the
 // acknowledged writes, errors and p99 beside the server's RSS, open

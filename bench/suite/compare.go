@@ -27,6 +27,7 @@ type CompareOptions struct {
 	Duration time.Duration
 	Warmup   time.Duration
 	Sluice   string // the sluice binary
+	Bench    string // the sluice-bench binary, whose ceiling-server is the ceiling target
 	Out      io.Writer
 	JSON     string // write every run's report here, if set
 }
@@ -53,7 +54,7 @@ func Compare(ctx context.Context, o CompareOptions) ([]Row, error) {
 	if len(o.Targets) == 0 {
 		o.Targets = AllTargets
 	}
-	env, cleanup, err := startEnv(ctx, o.Sluice, "compare", o.Out)
+	env, cleanup, err := startEnv(ctx, o.Sluice, o.Bench, "compare", o.Out)
 	if err != nil {
 		return nil, err
 	}

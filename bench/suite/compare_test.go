@@ -26,7 +26,7 @@ func TestCompareEveryTarget(t *testing.T) {
 	var out bytes.Buffer
 	rows, err := Compare(context.Background(), CompareOptions{
 		Scenario: "counter", VUs: 4, Duration: time.Second, Warmup: 200 * time.Millisecond,
-		Sluice: sluiceBin, Out: &out, JSON: filepath.Join(t.TempDir(), "compare.json"),
+		Sluice: sluiceBin, Bench: benchBin, Out: &out, JSON: filepath.Join(t.TempDir(), "compare.json"),
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -71,7 +71,7 @@ func TestCompareEveryTarget(t *testing.T) {
 func TestServeBenchmark(t *testing.T) {
 	var out bytes.Buffer
 	res, err := Serve(context.Background(), ServeOptions{
-		Rows: ServeRowGroups, Duration: time.Second, Warmup: 200 * time.Millisecond, Sluice: sluiceBin, Out: &out,
+		Rows: ServeRowGroups, Duration: time.Second, Warmup: 200 * time.Millisecond, Sluice: sluiceBin, Bench: benchBin, Out: &out,
 		ReadDuration: time.Second, ReadRounds: 1, ReadVUs: 4, Conns: []int{1, 4}, Databases: []int{1, 3}, WindowConns: 4, InsertVUs: 8,
 		ProfileDir: t.TempDir(),
 	})

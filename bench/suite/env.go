@@ -14,12 +14,12 @@ import (
 // startEnv prepares what every multi-target benchmark needs: a scratch
 // directory, the peer app's binary and a MinIO with the "bench" bucket.
 // cleanup stops MinIO and removes the directory.
-func startEnv(ctx context.Context, sluice, name string, out io.Writer) (env *targets.Env, cleanup func(), err error) {
+func startEnv(ctx context.Context, sluice, bench, name string, out io.Writer) (env *targets.Env, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "sluice-bench-"+name+"-")
 	if err != nil {
 		return nil, nil, err
 	}
-	env = &targets.Env{Sluice: sluice, Dir: dir, Bucket: "bench"}
+	env = &targets.Env{Sluice: sluice, Bench: bench, Dir: dir, Bucket: "bench"}
 	fail := func(err error) (*targets.Env, func(), error) {
 		os.RemoveAll(dir)
 		return nil, nil, err

@@ -39,9 +39,9 @@ func TestEveryScenarioVerifiesAgainstSluiceServe(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name+"/"+c.protocol, func(t *testing.T) {
 			js := filepath.Join(t.TempDir(), "out.json")
-			out, err := sluice(t, "bench", c.name, "-protocol", c.protocol, "-vus", "4", "-duration", "1s", "-warmup", "200ms", "-verify", "-json", js)
+			out, err := bench(t, c.name, "-protocol", c.protocol, "-vus", "4", "-duration", "1s", "-warmup", "200ms", "-verify", "-json", js)
 			if err != nil {
-				t.Fatalf("sluice bench %s: %v\n%s", c.name, err, out)
+				t.Fatalf("sluice-bench %s: %v\n%s", c.name, err, out)
 			}
 			if !strings.Contains(out, "http_req_duration") || !strings.Contains(out, "verify") {
 				t.Fatalf("no k6-like summary:\n%s", out)

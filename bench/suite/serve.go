@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// ServeOptions is `sluice bench serve`: sluice serve (sync → MinIO) where
+// ServeOptions is `sluice-bench serve`: sluice serve (sync → MinIO) where
 // users feel it, each row beside a reference measured in the same run.
 type ServeOptions struct {
 	Rows     []string      // row groups, ServeRowGroups
 	Duration time.Duration // measured per run
 	Warmup   time.Duration
 	Sluice   string
+	Bench    string // the sluice-bench binary, whose ceiling-server is the ceiling
 	Out      io.Writer
 	JSON     string // write every row as JSON to this file
 	// ProfileDir, if set, receives a CPU profile of sluice serve during the
@@ -35,7 +36,7 @@ type ServeOptions struct {
 	InsertVUs    int           // the insert comparison's connections [500]
 }
 
-// ServeRowGroups are the row groups of `sluice bench serve`, in run order.
+// ServeRowGroups are the row groups of `sluice-bench serve`, in run order.
 var ServeRowGroups = []string{"read", "writes", "latency", "window", "insert"}
 
 // DefaultServeRows are the groups `make bench-serve` runs.
@@ -86,7 +87,7 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 			return nil, fmt.Errorf("unknown row group %q (known: %s)", g, strings.Join(ServeRowGroups, ", "))
 		}
 	}
-	env, cleanup, err := startEnv(ctx, o.Sluice, "serve", o.Out)
+	env, cleanup, err := startEnv(ctx, o.Sluice, o.Bench, "serve", o.Out)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/sluicedb/sluice/bench/targets"
 )
 
-// writeRows are the write rows of `sluice bench serve`.
+// writeRows are the write rows of `sluice-bench serve`.
 type writeRows struct {
 	rows []ServeRow
 }

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -18,7 +19,8 @@ import (
 // Env is where targets run: the binaries, a scratch directory, and the MinIO
 // their replicas go to (nil: a file:// replica under Dir).
 type Env struct {
-	Sluice string // the sluice binary
+	Sluice string // the sluice binary (see SluiceBinary)
+	Bench  string // the sluice-bench binary, which runs the ceiling
 	Peer   string // the peerapp binary (see PeerBinary)
 	Dir    string
 	MinIO  *minioproc.Server
@@ -172,7 +174,7 @@ func JoinURL(replica, elem string) string {
 	return u.String()
 }
 
-// StartCeiling starts `sluice bench ceiling-server`, a handler that does
+// StartCeiling starts `sluice-bench ceiling-server`, a handler that does
 // nothing, or answers with the bytes of bodyFile if one is given.
 func (e *Env) StartCeiling(ctx context.Context, bodyFile ...string) (*Server, error) {
 	port, err := FreePort()
@@ -180,11 +182,14 @@ func (e *Env) StartCeiling(ctx context.Context, bodyFile ...string) (*Server, er
 		return nil, err
 	}
 	s := &Server{Name: "ceiling (trivial handler)", URL: fmt.Sprintf("http://127.0.0.1:%d", port), Protocol: "peer"}
-	args := []string{"bench", "ceiling-server", "-listen", fmt.Sprintf("127.0.0.1:%d", port)}
+	args := []string{"ceiling-server", "-listen", fmt.Sprintf("127.0.0.1:%d", port)}
 	if len(bodyFile) > 0 && bodyFile[0] != "" {
 		args = append(args, "-body", bodyFile[0])
 	}
-	p, err := Start("ceiling-server", nil, nil, e.Sluice, args...)
+	if e.Bench == "" {
+		return nil, errors.New("the ceiling needs the sluice-bench binary (Env.Bench)")
+	}
+	p, err := Start("ceiling-server", nil, nil, e.Bench, args...)
 	if err != nil {
 		return nil, err
 	}

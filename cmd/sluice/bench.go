@@ -2,93 +2,64 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"sort"
-	"strings"
-
-	"github.com/sluicedb/sluice/internal/suggest"
-
-	"github.com/sluicedb/sluice/bench/restorebench"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 )
+
+// The benchmarks are a separate binary, sluice-bench (its own Go module under
+// bench/), so that the load generator and the peers it compares sluice with
+// (go-sqlite3, MariaDB's driver, a histogram library) are never linked into
+// sluice. `sluice bench ARGS` execs it rather than only pointing at it, so
+// that `make build && bin/sluice bench serve` keeps working; exec hands over
+// the terminal, the signals and the exit code with nothing in between.
 
 func init() {
 	register(command{
 		name:    "bench",
-		summary: "load tests and benchmarks (scenarios, compare, serve, restore, handoff, soak, manydbs, list)",
+		summary: "load tests and benchmarks: runs sluice-bench, a separate binary (make build)",
 		usage: `sluice bench SCENARIO|SUBCOMMAND [flags]
 
-` + benchHelp,
-		setup:        func(fs *flag.FlagSet) runFunc { return runBench },
+The benchmarks are a separate binary, sluice-bench, so that the load generator and the peers
+it compares sluice with are not part of sluice (make build writes bin/sluice-bench beside
+bin/sluice). 'sluice bench ARGS' runs 'sluice-bench ARGS' from beside this binary or from PATH,
+measuring this sluice; 'sluice help bench NAME' is 'sluice-bench help NAME'.`,
+		setup:        func(*flag.FlagSet) runFunc { return runBench },
 		argsEndFlags: true,
 	})
 }
 
-const benchHelp = `Scenarios (closed-loop virtual users against -url; -verify checks nothing acknowledged was lost):
-  counter, put-object, bbs-write, bbs-read-all, bbs-read-100, bbs-mixed, d1-read, d1-write
-
-Subcommands:
-  compare SCENARIO   one scenario against sluice sync/async/local, go-sqlite3 + Litestream, MariaDB and a file
-  serve              single-row inserts against sluice serve, a trivial handler and go-sqlite3 + Litestream
-  restore            restore time and peak RSS, sluice and Litestream, beside one plain download (-sizes)
-  capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
-  handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
-  soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
-  manydbs            N databases created, written once and idle in one serve: RSS and descriptors
-  list REPLICA_URL   LIST latency against object count
-
-Run 'sluice help bench NAME' for a benchmark's flags.`
-
-// benchCommands are bench's subcommands, each a benchmark that prints its
-// figures beside a reference measured in the same run.
-var benchCommands = map[string]func(ctx context.Context, args []string) error{
-	"restore": runBenchRestore,
-}
+// errNoBenchBinary is the answer of `sluice bench` where sluice-bench is not installed.
+var errNoBenchBinary = errors.New("the benchmarks are a separate binary, sluice-bench, found neither beside this sluice nor on PATH: " +
+	"build it with `make build` (bin/sluice-bench) and run `bin/sluice-bench SCENARIO`")
 
 func runBench(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usagef("bench", "which benchmark? one of: %s", strings.Join(benchNames(), ", "))
-	}
-	run, ok := benchCommands[args[0]]
-	if !ok {
-		msg := fmt.Sprintf("unknown benchmark %q", args[0])
-		if s := suggest.Closest(args[0], benchNames()); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		return usagef("bench", "%s", msg)
-	}
-	return run(ctx, args[1:])
-}
-
-func benchNames() []string {
-	names := make([]string, 0, len(benchCommands))
-	for n := range benchCommands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func runBenchRestore(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench restore", flag.ContinueOnError)
-	var o restorebench.Options
-	fs.IntVar(&o.Rows, "rows", 468703, "rows of the single-row JSON insert workload")
-	fs.IntVar(&o.PerTx, "per-tx", 1, "rows per transaction (one per request, as a web service writes)")
-	fs.IntVar(&o.Runs, "runs", 5, "restores per tool (the median is reported)")
-	sizes := fs.String("sizes", restorebench.RowByRowSize.Label, "database sizes, comma-separated (e.g. 25MB,250MB,1GB); 25MB is the single-row-insert database written row by row, the others are built in bulk")
-	fs.BoolVar(&o.Keep, "keep", false, "keep MinIO and the work directory afterwards, for profiling (blocks until interrupted)")
-	if _, err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	var err error
-	if o.Sizes, err = restorebench.ParseSizes(*sizes); err != nil {
-		return err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	o.Sluice, o.Out = self, os.Stdout
-	return restorebench.Run(ctx, o)
+	bin, err := benchBinary(self)
+	if err != nil {
+		return err
+	}
+	env := os.Environ()
+	if os.Getenv("SLUICE_BIN") == "" {
+		env = append(env, "SLUICE_BIN="+self) // measure this sluice, not another one on PATH
+	}
+	return syscall.Exec(bin, append([]string{bin}, args...), env)
+}
+
+// benchBinary finds sluice-bench beside the running sluice, else on PATH.
+func benchBinary(self string) (string, error) {
+	beside := filepath.Join(filepath.Dir(self), "sluice-bench")
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return beside, nil
+	}
+	if p, err := exec.LookPath("sluice-bench"); err == nil {
+		return filepath.Abs(p)
+	}
+	return "", errNoBenchBinary
 }

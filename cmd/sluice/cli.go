@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
-	"time"
 
-	"github.com/sluicedb/sluice/internal/suggest"
-	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/internal/cliflag"
 )
 
 // runFunc runs a command with its positional arguments, once its flags are parsed.
@@ -82,16 +79,9 @@ func commandNames() []string {
 }
 
 // usageError is a mistake on the command line: exit 2 with a hint.
-type usageError struct {
-	cmd string
-	msg string
-}
+type usageError = cliflag.UsageError
 
-func (e usageError) Error() string { return e.msg }
-
-func usagef(cmd, format string, args ...any) error {
-	return usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
-}
+func usagef(cmd, format string, args ...any) error { return cliflag.Usagef(cmd, format, args...) }
 
 // exitError carries a specific exit code out of a command.
 type exitError struct{ code int }
@@ -125,14 +115,14 @@ func (c command) prepare() (*flag.FlagSet, runFunc) {
 	if c.longRunning {
 		logFormatFlag(fs)
 	}
-	humanizeFlags(fs)
+	cliflag.Humanize(fs)
 	return fs, run
 }
 
 // execute parses args for c and runs it.
 func (c command) execute(ctx context.Context, args []string) error {
 	fs, run := c.prepare()
-	pos, err := parseArgs(fs, args, c.argsEndFlags, func(w io.Writer) { c.printHelp(w, fs) })
+	pos, err := cliflag.Parse(fs, args, c.argsEndFlags, func(w io.Writer) { c.printHelp(w, fs) })
 	if err != nil {
 		return err
 	}
@@ -141,158 +131,18 @@ func (c command) execute(ctx context.Context, args []string) error {
 
 func (c command) printHelp(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: %s\n", strings.TrimSpace(c.usage))
-	if hasFlags(fs) {
+	if cliflag.HasFlags(fs) {
 		where := "before or after the arguments"
 		if c.argsEndFlags {
 			where = "before the first argument"
 		}
 		fmt.Fprintf(w, "\nFlags (%s):\n", where)
-		printFlags(w, fs)
+		cliflag.PrintDefaults(w, fs)
 	}
 }
 
-// parseArgs parses flags anywhere among the arguments (`restore URL -o
-// out.db`); "--" ends the flags. With argsEndFlags the first positional
-// argument does. -h prints help to stdout and returns flag.ErrHelp.
-func parseArgs(fs *flag.FlagSet, args []string, argsEndFlags bool, help func(io.Writer)) ([]string, error) {
-	name := strings.TrimPrefix(fs.Name(), "sluice ")
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				help(os.Stdout)
-				return nil, flag.ErrHelp
-			}
-			return nil, flagError(name, fs, err)
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" || argsEndFlags {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-}
-
-// parseFlags is parseArgs for bench subcommands, whose flag sets carry
-// their own Usage.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	humanizeFlags(fs)
-	return parseArgs(fs, args, false, func(w io.Writer) {
-		// A flag set without its own Usage prints the flag package's "Usage of".
-		var b strings.Builder
-		fs.SetOutput(&b)
-		fs.Usage()
-		if !strings.HasPrefix(b.String(), "Usage of ") {
-			io.WriteString(w, b.String())
-			return
-		}
-		fmt.Fprintf(w, "Usage: sluice %s [flags]\n\nFlags:\n", strings.TrimPrefix(fs.Name(), "sluice "))
-		printFlags(w, fs)
-	})
-}
-
-// flagError turns the flag package's error into a usage error with a hint.
-func flagError(cmd string, fs *flag.FlagSet, err error) error {
-	msg := err.Error()
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		var names []string
-		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		if s := suggest.Closest(name, names); s != "" {
-			msg = fmt.Sprintf("unknown flag -%s (did you mean -%s?)", name, s)
-		} else {
-			msg = fmt.Sprintf("unknown flag -%s", name)
-		}
-	}
-	return usageError{cmd: cmd, msg: msg}
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
-}
-
-// printFlags lists fs's flags, sorted, with their type and default.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, usage := flag.UnquoteUsage(f)
-		switch f.Value.(type) {
-		case humanDuration, *units.Duration:
-			typ = "duration"
-		case humanSize, *units.Size:
-			typ = "size"
-		}
-		line := "  -" + f.Name
-		if typ != "" {
-			line += " " + typ
-		}
-		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
-			line += fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w, line)
-	})
-}
-
-// humanDuration wraps a time.Duration flag so it reads "7d" and "90s" too.
-type humanDuration struct{ inner flag.Value }
-
-func (h humanDuration) String() string {
-	if h.inner == nil {
-		return ""
-	}
-	return units.FormatDuration(h.inner.(flag.Getter).Get().(time.Duration))
-}
-
-func (h humanDuration) Set(s string) error {
-	d, err := units.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	return h.inner.Set(d.String())
-}
-
-// humanSize wraps an integer flag counting bytes so it reads "8MiB" too.
-type humanSize struct{ inner flag.Value }
-
-func (h humanSize) String() string {
-	if h.inner == nil {
-		return ""
-	}
-	return h.inner.String()
-}
-
-func (h humanSize) Set(s string) error {
-	n, err := units.ParseSize(s)
-	if err != nil {
-		return err
-	}
-	return h.inner.Set(fmt.Sprint(n))
-}
-
-// humanizeFlags gives every duration flag of fs, and every integer flag
-// counting bytes (-*-bytes, -*-size), the human syntax of the units package.
-func humanizeFlags(fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		g, ok := f.Value.(flag.Getter)
-		if !ok {
-			return
-		}
-		switch v := g.Get().(type) {
-		case time.Duration:
-			f.Value = humanDuration{inner: f.Value}
-			f.DefValue = units.FormatDuration(v)
-		case int, int64:
-			if strings.HasSuffix(f.Name, "-bytes") || strings.HasSuffix(f.Name, "-size") {
-				f.Value = humanSize{inner: f.Value}
-			}
-		}
-	})
-}
+// flagSet reports whether flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool { return cliflag.IsSet(fs, name) }
 
 // flagNames lists a command's flags for completion.
 func (c command) flagNames() []string {
@@ -301,4 +151,10 @@ func (c command) flagNames() []string {
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, "-"+f.Name) })
 	sort.Strings(names)
 	return names
+}
+
+// isTerminal reports whether f is a terminal (interactive prompts, progress).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

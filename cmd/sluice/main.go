@@ -1,5 +1,6 @@
 // Command sluice keeps SQLite databases durable in object storage: a sidecar
-// (replicate, run, restore) and an HTTP server (serve), plus load tests (bench).
+// (replicate, run, restore) and an HTTP server (serve). Its load tests are a
+// separate binary, sluice-bench (bench/), which `sluice bench` runs.
 //
 // Each command lives in its own file and registers itself (cli.go); this one
 // only dispatches.
@@ -80,11 +81,11 @@ func dispatch(args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue):
-		cmd := ue.cmd
+		cmd := ue.Cmd
 		if cmd == "" {
 			cmd = name
 		}
-		fmt.Fprintf(os.Stderr, "sluice %s: %s\nRun 'sluice help %s' for usage.\n", name, ue.msg, cmd)
+		fmt.Fprintf(os.Stderr, "sluice %s: %s\nRun 'sluice help %s' for usage.\n", name, ue.Msg, cmd)
 		return 2
 	default:
 		fmt.Fprintf(os.Stderr, "sluice %s: %v\n", name, err)

@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// sluice bench manydbs: one `sluice serve` (file:// replica) is given N
+// sluice-bench manydbs: one `sluice serve` (file:// replica) is given N
 // databases, each created, written once and left idle, under the
 // descriptor limit it inherits. It prints the server's RSS and open
 // descriptors empty (the reference), after the creates, and once the idle
@@ -30,7 +30,7 @@ import (
 func init() { benchCommands["manydbs"] = runBenchManyDBs }
 
 func runBenchManyDBs(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench manydbs", flag.ContinueOnError)
+	fs := flag.NewFlagSet("manydbs", flag.ContinueOnError)
 	n := fs.Int("n", 10000, "databases to create")
 	workers := fs.Int("c", 16, "concurrent clients")
 	maxOpen := fs.Int("max-open-databases", 0, "the server's cap on open databases (0: its default)")
@@ -42,7 +42,7 @@ func runBenchManyDBs(ctx context.Context, args []string) error {
 	if *n < 1 || *workers < 1 {
 		return fmt.Errorf("-n and -c must be positive")
 	}
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func runBenchManyDBs(ctx context.Context, args []string) error {
 	if *maxOpen > 0 {
 		srvArgs = append(srvArgs, "-max-open-databases", strconv.Itoa(*maxOpen))
 	}
-	cmd := exec.CommandContext(ctx, self, srvArgs...)
+	cmd := exec.CommandContext(ctx, sluice, srvArgs...)
 	logf, err := os.Create(filepath.Join(work, "serve.log"))
 	if err != nil {
 		return err

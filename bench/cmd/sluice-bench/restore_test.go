@@ -1,4 +1,4 @@
-package e2e
+package main
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 // (sluice and Litestream replicating to MinIO, both restores verified) and
 // prints its table. Its figures are not asserted: timing is the benchmark's job.
 func TestBenchRestoreRunsAndVerifies(t *testing.T) {
-	out := mustSluice(t, nil, "bench", "restore", "-rows", "3000", "-runs", "1")
+	out := mustBench(t, "restore", "-rows", "3000", "-runs", "1")
 	for _, want := range []string{"download one object of that size", "sluice restore", "litestream restore (0.5.17)",
 		"both restores verified: 3000 rows"} {
 		if !strings.Contains(out, want) {

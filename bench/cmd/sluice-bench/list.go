@@ -21,12 +21,12 @@ func init() {
 
 // runBenchList measures LIST latency against object count: why sluice never lists on its hot path.
 func runBenchList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench list", flag.ContinueOnError)
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	counts := fs.String("objects", "1000,5000,15000", "object counts to measure at, comma-separated")
 	parallel := fs.String("parallel", "1,8,32", "concurrent listers, comma-separated")
 	runs := fs.Int("runs", 5, "sequential LISTs per count (median reported)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice bench list [flags] REPLICA_URL\n\nCreates objects under a scratch prefix of REPLICA_URL, times LIST sequentially and with\nparallel listers at each count, then deletes them.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice-bench list [flags] REPLICA_URL\n\nCreates objects under a scratch prefix of REPLICA_URL, times LIST sequentially and with\nparallel listers at each count, then deletes them.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parseFlags(fs, args)
@@ -34,7 +34,7 @@ func runBenchList(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("bench list", "want exactly one REPLICA_URL")
+		return usagef("list", "want exactly one REPLICA_URL")
 	}
 	o := suite.ListOptions{Runs: *runs, Out: os.Stdout}
 	if o.Counts, err = ints(*counts); err != nil {
@@ -69,7 +69,7 @@ func ints(s string) ([]int, error) {
 // process, so that the load generator measures this machine's HTTP round
 // trip and nothing else.
 func runCeilingServer(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench ceiling-server", flag.ContinueOnError)
+	fs := flag.NewFlagSet("ceiling-server", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8090", "listen address")
 	bodyFile := fs.String("body", "", "answer 200 with this file's bytes (application/json) instead of 204")
 	if _, err := parseFlags(fs, args); err != nil {

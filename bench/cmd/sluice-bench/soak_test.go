@@ -1,4 +1,4 @@
-package e2e
+package main
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// soakReport is the part of `bench soak -json` the tests assert on.
+// soakReport is the part of `sluice-bench soak -json` the tests assert on.
 type soakReport struct {
 	OK      bool `json:"ok"`
 	Windows []struct {
@@ -36,7 +36,7 @@ type soakReport struct {
 	Failures       []string `json:"failures"`
 }
 
-// runSoak runs `sluice bench soak` (its own MinIO and sluice serve -durability
+// runSoak runs `sluice-bench soak` (its own MinIO and sluice serve -durability
 // sync) and checks what its report says beyond the exit code: every window
 // acknowledged writes, the process and backlog rules were applied, level-1
 // compaction ran several times per database, and the restored copies hold
@@ -46,10 +46,10 @@ func runSoak(t *testing.T, duration time.Duration, connections, databases int, w
 	report := filepath.Join(t.TempDir(), "soak.json")
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, "bench", "soak", "-duration", duration.String(),
+	cmd := exec.CommandContext(ctx, benchBin, "soak", "-duration", duration.String(),
 		"-connections", strconv.Itoa(connections), "-databases", strconv.Itoa(databases), "-warmup", warmup, "-json", report)
 	out, err := cmd.CombinedOutput()
-	t.Logf("sluice bench soak -duration %s -connections %d -databases %d:\n%s", duration, connections, databases, out)
+	t.Logf("sluice-bench soak -duration %s -connections %d -databases %d:\n%s", duration, connections, databases, out)
 	if err != nil {
 		t.Fatalf("bench soak failed: %v (its FAIL lines above say which window and resource)", err)
 	}

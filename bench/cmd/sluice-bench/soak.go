@@ -14,9 +14,9 @@ import (
 func init() { benchCommands["soak"] = runBenchSoak }
 
 func runBenchSoak(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `Usage: sluice bench soak [flags]
+		fmt.Fprintln(fs.Output(), `Usage: sluice-bench soak [flags]
 
 Sustained single-row inserts against sluice serve -durability sync replicating to a local MinIO.
 Every window prints acknowledged writes/s, errors, p99, and the server's RSS, open descriptors,
@@ -42,13 +42,13 @@ Flags:`)
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("bench soak", "unexpected arguments: %q", pos)
+		return usagef("soak", "unexpected arguments: %q", pos)
 	}
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
-	o.Sluice, o.Out = self, os.Stdout
+	o.Sluice, o.Out = sluice, os.Stdout
 	if _, err := soak.Run(ctx, o); err != nil {
 		if errors.Is(err, soak.ErrFailed) {
 			return exitError{1} // the failure lines are printed

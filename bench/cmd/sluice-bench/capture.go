@@ -14,9 +14,9 @@ import (
 func init() { benchCommands["capture"] = runBenchCapture }
 
 func runBenchCapture(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench capture", flag.ContinueOnError)
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: sluice bench capture [flags]\n\nA writer commits ~1 KB rows as fast as it can while `sluice replicate` ships them to a local\nMinIO; then the same load with `litestream replicate` (0.5.17). Prints peak RSS, CPU per GB of WAL,\nlag p50/p99 per window, WAL peak size and SIGTERM-to-exit time side by side. Needs MinIO and litestream.\n\nFlags:")
+		fmt.Fprintln(fs.Output(), "Usage: sluice-bench capture [flags]\n\nA writer commits ~1 KB rows as fast as it can while `sluice replicate` ships them to a local\nMinIO; then the same load with `litestream replicate` (0.5.17). Prints peak RSS, CPU per GB of WAL,\nlag p50/p99 per window, WAL peak size and SIGTERM-to-exit time side by side. Needs MinIO and litestream.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	var o capturebench.Options
@@ -31,10 +31,10 @@ func runBenchCapture(ctx context.Context, args []string) error {
 		return err
 	}
 	o.Tools = strings.Split(*tools, ",")
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
-	o.Sluice, o.Out = self, os.Stdout
+	o.Sluice, o.Out = sluice, os.Stdout
 	return capturebench.Run(ctx, o)
 }

@@ -1,4 +1,4 @@
-package e2e
+package main
 
 import (
 	"regexp"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestBenchHandoffPrintsGapsAndFollowerLag(t *testing.T) {
-	out := mustSluice(t, nil, "bench", "handoff", "-ttl", "1s", "-duration", "2s", "-vus", "4")
+	out := mustBench(t, "handoff", "-ttl", "1s", "-duration", "2s", "-vus", "4")
 	for _, re := range []string{
 		`SIGTERM\s+handoff gap .*: +[0-9.]+m?s +\(\d+ writes accepted\)`,
 		`kill -9\s+handoff gap .*: +[0-9.]+m?s +\(\d+ writes accepted\)`,

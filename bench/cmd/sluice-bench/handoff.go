@@ -23,7 +23,7 @@ import (
 	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
-// sluice bench handoff: two `sluice serve -lease` instances on one MinIO
+// sluice-bench handoff: two `sluice serve -lease` instances on one MinIO
 // bucket take counter increments; the leader is stopped (SIGTERM, then in a
 // second run kill -9) and the handoff gap is the longest time without an
 // accepted write around the stop. Then the single-row insert load (one JSON insert per
@@ -35,7 +35,7 @@ import (
 func init() { benchCommands["handoff"] = runBenchHandoff }
 
 func runBenchHandoff(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench handoff", flag.ContinueOnError)
+	fs := flag.NewFlagSet("handoff", flag.ContinueOnError)
 	ttl := fs.Duration("ttl", 2*time.Second, "lease TTL of the serve instances (kill -9 is taken over after it)")
 	vus := fs.Int("vus", 8, "concurrent writers")
 	lagFor := fs.Duration("duration", 10*time.Second, "how long the insert load runs while the follower lag is measured")
@@ -43,7 +43,7 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	if err := m.CreateBucket(ctx, "handoff"); err != nil {
 		return err
 	}
-	b := &handoffBench{self: self, work: work, minio: m, ttl: *ttl, vus: *vus}
+	b := &handoffBench{sluice: sluice, work: work, minio: m, ttl: *ttl, vus: *vus}
 	defer b.stopAll()
 
 	fmt.Printf("sluice bench handoff: 2 x sluice serve -lease (TTL %s) on MinIO, %d writers alternating between them\n", *ttl, *vus)
@@ -82,14 +82,14 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 }
 
 type handoffBench struct {
-	self  string
-	work  string
-	minio *minioproc.Server
-	ttl   time.Duration
-	vus   int
-	mu    sync.Mutex
-	procs []*exec.Cmd
-	runs  int
+	sluice string // the sluice binary
+	work   string
+	minio  *minioproc.Server
+	ttl    time.Duration
+	vus    int
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	runs   int
 }
 
 type serveInstance struct {
@@ -110,7 +110,7 @@ func (b *handoffBench) start(url string, extra ...string) (*serveInstance, error
 	data := filepath.Join(b.work, "data"+strconv.Itoa(b.runs))
 	b.mu.Unlock()
 	args := append([]string{"serve", "-listen", addr, "-data", data, "-replica", url}, extra...)
-	cmd := exec.Command(b.self, args...)
+	cmd := exec.Command(b.sluice, args...)
 	cmd.Env = append(os.Environ(), b.minio.Env()...)
 	logf, err := os.Create(data + ".log")
 	if err != nil {

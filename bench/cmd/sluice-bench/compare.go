@@ -18,7 +18,7 @@ func init() {
 }
 
 func runBenchCompare(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench compare", flag.ContinueOnError)
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	o := suite.CompareOptions{Out: os.Stdout}
 	fs.IntVar(&o.VUs, "vus", 50, "virtual users")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured duration per target")
@@ -26,7 +26,7 @@ func runBenchCompare(ctx context.Context, args []string) error {
 	only := fs.String("targets", strings.Join(suite.AllTargets, ","), "targets, comma-separated")
 	fs.StringVar(&o.JSON, "json", "", "write every target's results as a JSON array to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice bench compare SCENARIO [flags]\n\nRuns SCENARIO against sluice sync, async and without a replica, go-sqlite3 +\nLitestream (peer app), the peer app on MariaDB and on a file; kills each with SIGKILL\nright after its run and restores its replica. Needs MinIO, litestream, mariadb-server.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: sluice-bench compare SCENARIO [flags]\n\nRuns SCENARIO against sluice sync, async and without a replica, go-sqlite3 +\nLitestream (peer app), the peer app on MariaDB and on a file; kills each with SIGKILL\nright after its run and restores its replica. Needs MinIO, litestream, mariadb-server.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -37,18 +37,21 @@ func runBenchCompare(ctx context.Context, args []string) error {
 				return flag.ErrHelp
 			}
 		}
-		return usagef("bench compare", "want SCENARIO first: sluice bench compare SCENARIO [flags]")
+		return usagef("compare", "want SCENARIO first: sluice-bench compare SCENARIO [flags]")
 	}
 	o.Scenario = args[0]
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	o.Targets = strings.Split(*only, ",")
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
-	o.Sluice = self
+	o.Sluice = sluice
+	if o.Bench, err = benchBinary(); err != nil {
+		return err
+	}
 	_, err = suite.Compare(ctx, o)
 	return err
 }
@@ -56,7 +59,7 @@ func runBenchCompare(ctx context.Context, args []string) error {
 // runBenchServe is `make bench-serve`: sluice serve where users feel it,
 // each row beside a reference measured in the same run.
 func runBenchServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	o := suite.ServeOptions{Out: os.Stdout}
 	rows := fs.String("rows", strings.Join(suite.DefaultServeRows, ","), "row groups, comma-separated: "+strings.Join(suite.ServeRowGroups, ", ")+
 		" (read: read-100 on the JSON API and Hrana beside a handler returning the same bytes; writes: inserts at each -conns on each -dbs;"+
@@ -84,11 +87,14 @@ func runBenchServe(ctx context.Context, args []string) error {
 	if o.Databases, err = ints(*dbs); err != nil {
 		return fmt.Errorf("-dbs: %w", err)
 	}
-	self, err := os.Executable()
+	sluice, err := sluiceBinary()
 	if err != nil {
 		return err
 	}
-	o.Sluice = self
+	o.Sluice = sluice
+	if o.Bench, err = benchBinary(); err != nil {
+		return err
+	}
 	_, err = suite.Serve(ctx, o)
 	return err
 }

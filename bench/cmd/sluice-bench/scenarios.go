@@ -13,9 +13,10 @@ import (
 	"github.com/sluicedb/sluice/bench/scenario"
 	"github.com/sluicedb/sluice/bench/suite"
 	"github.com/sluicedb/sluice/bench/targets"
+	"github.com/sluicedb/sluice/internal/cliflag"
 )
 
-// Each scenario is a bench subcommand: sluice bench counter, put-object, ...
+// Each scenario is a subcommand: sluice-bench counter, put-object, ...
 func init() {
 	for _, name := range scenario.Names() {
 		benchCommands[name] = func(ctx context.Context, args []string) error { return runBenchScenario(ctx, name, args) }
@@ -27,7 +28,7 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(""+name, flag.ContinueOnError)
 	url := fs.String("url", "", "sluice serve to load (default: start one with a file replica in a temp dir)")
 	db := fs.String("database", s.DB, "name of the database the load writes to")
 	protocol := fs.String("protocol", scenario.JSON, "json (sluice's JSON API), hrana (libSQL's protocol) or peer (bench/peers routes)")
@@ -43,13 +44,13 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	htmlOut := fs.String("html", "", "write a self-contained HTML report to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: sluice bench %s [flags]\n\n%s.\n\nFlags:\n", name, s.Description)
+		fmt.Fprintf(fs.Output(), "Usage: sluice-bench %s [flags]\n\n%s.\n\nFlags:\n", name, s.Description)
 		fs.PrintDefaults()
 	}
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *requests > 0 && !flagSet(fs, "warmup") {
+	if *requests > 0 && !cliflag.IsSet(fs, "warmup") {
 		*warmup = 0
 	}
 	opts := suite.RunOptions{
@@ -60,7 +61,7 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 		opts.Progress = os.Stderr
 	}
 	if *url == "" {
-		self, err := os.Executable()
+		sluice, err := sluiceBinary()
 		if err != nil {
 			return err
 		}
@@ -69,7 +70,7 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		env := &targets.Env{Sluice: self, Dir: dir, ReplicaRoot: *replicaURL}
+		env := &targets.Env{Sluice: sluice, Dir: dir, ReplicaRoot: *replicaURL}
 		srv, err := env.StartSluice(ctx, *durability)
 		if err != nil {
 			return err
@@ -85,14 +86,14 @@ func runBenchScenario(ctx context.Context, name string, args []string) error {
 		if *replicaURL == "" {
 			return errors.New("-verify against -url needs -replica URL (the server's replica root) to check the restored copy too")
 		}
-		self, err := os.Executable()
+		sluice, err := sluiceBinary()
 		if err != nil {
 			return err
 		}
 		from := targets.JoinURL(*replicaURL, *db)
 		opts.RestoreFrom = from
 		opts.Restore = func(ctx context.Context, out string) error {
-			return runQuiet(ctx, self, "restore", "-q", "-o", out, from)
+			return runQuiet(ctx, sluice, "restore", "-q", "-o", out, from)
 		}
 	}
 	out, runErr := suite.Run(ctx, opts)
@@ -131,15 +132,4 @@ func writeReports(r *report.Report, jsonPath, htmlPath string) error {
 		fmt.Fprintf(os.Stderr, "wrote %s\n", w.path)
 	}
 	return nil
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -1,4 +1,4 @@
-package e2e
+package main
 
 import (
 	"regexp"
@@ -12,7 +12,7 @@ import (
 // database.
 // Its figures are not asserted: timing is the benchmark's job.
 func TestBenchCaptureRunsBothReplicators(t *testing.T) {
-	out := mustSluice(t, nil, "bench", "capture", "-duration", "4s", "-window", "2s")
+	out := mustBench(t, "capture", "-duration", "4s", "-window", "2s")
 	for _, want := range []string{"peak RSS", "CPU s per GB of WAL", "lag p50/p99 0-2s", "WAL peak size", "SIGTERM to exit", "litestream"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("bench capture output lacks %q:\n%s", want, out)
