@@ -51,10 +51,27 @@ func ListAllLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	return levels, firstLevelError(errs)
+}
+
+// firstLevelError reports a failed listing once: a wrong bucket or missing
+// credentials fail every level the same way, and ten copies of one error
+// hide it.
+func firstLevelError(errs []error) error {
+	var first error
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
 	}
-	return levels, nil
+	if failed > 1 {
+		return fmt.Errorf("%w (%d of %d levels failed to list)", first, failed, len(errs))
+	}
+	return first
 }
 
 // ReadHeader fetches and decodes the header of one LTX file.
