@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/jsonapi"
 	"github.com/sluicedb/sluice/server/metrics"
@@ -25,13 +26,28 @@ func (s *Server) routes() http.Handler {
 	jm := http.NewServeMux()
 	j.Register(jm)
 	handle("GET /v1/databases", jm.ServeHTTP)
-	for _, p := range []string{"POST /v1/databases/{name}/query", "PUT /v1/databases/{name}",
-		"GET /v1/databases/{name}", "DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
-		handle(p, s.leaderOnly(jm.ServeHTTP))
+	// Reads a follower may answer, judged before they run (package forward).
+	jsonRead := &forward.Reader{
+		Inspect: func(r *http.Request, body []byte) forward.Read {
+			return forward.Read{Replica: true, Statements: jsonapi.QueryStatements(body)}
+		},
+		Serve: j.ServeRead,
+	}
+	hranaRead := &forward.Reader{
+		Inspect: func(r *http.Request, body []byte) forward.Read {
+			v := hrana.InspectRead(r.URL.Path, body)
+			return forward.Read{Replica: v.Replica, Statements: v.Statements, Bookmark: v.ReplicationIndex}
+		},
+		Serve: s.serveHranaRead,
+	}
+	handle("POST /v1/databases/{name}/query", s.perDatabase(jm.ServeHTTP, jsonRead))
+	for _, p := range []string{"PUT /v1/databases/{name}", "GET /v1/databases/{name}",
+		"DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
+		handle(p, s.perDatabase(jm.ServeHTTP, nil))
 	}
 	for _, p := range hranaPaths {
-		handle(p, s.leaderOnly(s.serveHrana))
-		handle("/db/{name}"+p, s.leaderOnly(s.serveHrana))
+		handle(p, s.perDatabase(s.serveHrana, hranaRead))
+		handle("/db/{name}"+p, s.perDatabase(s.serveHrana, hranaRead))
 	}
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
@@ -196,15 +212,8 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 		s.hrana.ServeHTTP(w, r)
 		return
 	}
-	name := hranaDatabaseName(r)
-	p := auth.FromContext(r.Context())
-	if err := dbhost.ValidateName(name); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if !p.CanRead(name) {
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
-			Message: "this token may not use database \"" + name + "\""})
+	name, owner, readOnly, ok := s.hranaAccess(w, r)
+	if !ok {
 		return
 	}
 	db, err := s.host.Get(r.Context(), name)
@@ -212,19 +221,49 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if !p.CanWrite(name) {
+	if readOnly {
 		db = dbhost.ReadOnly(db)
 	}
 	// The bookmark is taken when the response starts, after the handler ran.
 	if sw, ok := w.(*statusWriter); ok {
 		sw.onHead = func(h http.Header) {
-			h.Set(jsonapi.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
+			h.Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
 		}
-	}
-	owner := ""
-	if s.auth.Required() {
-		owner = p.Key()
 	}
 	ctx := hrana.WithOwner(hrana.WithDatabase(r.Context(), db), owner)
 	s.hrana.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// serveHranaRead is Hrana's read path on a follower (forward.Reader): the
+// checks of serveHrana, on the follower's database db.
+func (s *Server) serveHranaRead(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
+	_, owner, readOnly, ok := s.hranaAccess(w, r)
+	if !ok {
+		return nil
+	}
+	if readOnly {
+		db = dbhost.ReadOnly(db)
+	}
+	return s.hrana.ServeRead(w, r.WithContext(hrana.WithOwner(r.Context(), owner)), db)
+}
+
+// hranaAccess names a Hrana request's database and checks that the
+// principal may use it; owner binds the request's streams to the principal.
+// It has answered the request when ok is false.
+func (s *Server) hranaAccess(w http.ResponseWriter, r *http.Request) (name, owner string, readOnly, ok bool) {
+	name = hranaDatabaseName(r)
+	p := auth.FromContext(r.Context())
+	if err := dbhost.ValidateName(name); err != nil {
+		writeError(w, r, err)
+		return "", "", false, false
+	}
+	if !p.CanRead(name) {
+		writeError(w, r, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
+			Message: "this token may not use database \"" + name + "\""})
+		return "", "", false, false
+	}
+	if s.auth.Required() {
+		owner = p.Key()
+	}
+	return name, owner, !p.CanWrite(name), true
 }

@@ -1,6 +1,7 @@
 // Package server is sluice serve's HTTP front door: it wires the database
 // host (dbhost) to the replica, mounts the JSON API (jsonapi) and Hrana
-// (hrana) behind authentication (auth) and request limits, exports
+// (hrana) behind authentication (auth) and request limits, sends the
+// requests of databases another instance writes through forward, exports
 // /metrics, /health and /version, and shuts down gracefully.
 //
 // It imports every server/... package, replica/replicaurl, engine and
@@ -23,6 +24,7 @@ import (
 	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
 )
 
@@ -44,9 +46,8 @@ type Server struct {
 	handler http.Handler
 	cert    *certFiles // nil: plain HTTP
 
-	advertiseURL string // where other instances forward this one's databases' requests
-	handoff      handoffState
-	hostClosed   bool
+	forward    *forward.Forwarder // nil with one instance (leases and following off)
+	hostClosed bool
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -149,6 +150,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreamsPerConnection: cfg.Hrana.MaxStreamsPerConnection,
 	})
 	s.registerFollowerMetrics()
+	s.forward = s.newForwarder()
 	s.handler = s.routes()
 	return s, nil
 }
@@ -212,7 +214,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	handler := s.handler
 	if s.cfg.Lease.Enabled {
-		handler = s.handoff.track(handler)
+		handler = s.forward.Track(handler)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -254,11 +256,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.Lease.Enabled && serveErr == nil {
 		// Ship, release every lease, and keep listening a moment: requests
 		// that still arrive are forwarded to the instances taking over.
-		s.handoff.begin(shutCtx)
+		s.forward.BeginHandoff(shutCtx)
 		handoffErr = s.host.Close(shutCtx)
 		s.hostClosed = true
 		s.log.Info("leases released; forwarding late requests to the new holders")
-		s.handoff.drain(shutCtx)
+		s.forward.DrainHandoff(shutCtx)
 	}
 	if err := srv.Shutdown(shutCtx); err != nil {
 		s.log.Warn("HTTP shutdown did not finish cleanly", "err", err)

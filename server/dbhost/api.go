@@ -95,6 +95,10 @@ type Conn interface {
 // Bookmark is the replication position (TXID) a response reflects.
 type Bookmark uint64
 
+// BookmarkHeader is the HTTP header that carries a Bookmark: on every
+// answer, and on a read that must see at least that position.
+const BookmarkHeader = "Sluice-Bookmark"
+
 // Database is one hosted database.
 type Database interface {
 	Name() string

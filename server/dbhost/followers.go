@@ -23,9 +23,10 @@ import (
 // with Options.FollowOnly) keeps a read-only copy of it current with a
 // follow.Follower, in its own file (<name>.follower, never the writer's
 // <name>.db), and serves reads from it through a ReplicaView. Writes on a
-// view are refused and flagged so the server forwards the request to the
-// lease holder. Taking the lease drops the follower: the writer's open path
-// restores <name>.db from the bucket, which is at least as new.
+// view are refused with a *NeedsWriterError, so the server forwards the
+// request to the lease holder. Taking the lease drops the follower: the
+// writer's open path restores <name>.db from the bucket, which is at least
+// as new.
 
 // CodeLagging: the follower has not reached the bookmark a read asked for.
 const CodeLagging = "LAGGING"
@@ -195,13 +196,29 @@ func (h *Host) FollowerStats() []FollowerStats {
 	return out
 }
 
-// ReplicaView is a read-only Database served from this instance's follower.
-// Its Write and Session fail and mark the view, so that the server
-// forwards the whole request to the writer instead (NeedsLeader).
+// ReplicaView is a read-only Database served from this instance's
+// follower. Its Write and Session fail with a *NeedsWriterError: the server
+// decides before a request runs whether it reads only (StatementsReadOnly),
+// and a request that needs the writer after all is sent there.
 type ReplicaView struct {
-	fd          *followed
-	mu          sync.Mutex
-	needsLeader bool
+	fd *followed
+}
+
+// NeedsWriterError is what a ReplicaView answers a write or a session: the
+// request belongs to the database's writer. It unwraps to the error a
+// client would see if it were answered as it is.
+type NeedsWriterError struct{ Name string }
+
+func (e *NeedsWriterError) Error() string { return e.Unwrap().Error() }
+
+func (e *NeedsWriterError) Unwrap() error {
+	return errorf(CodeNotLeader, http.StatusServiceUnavailable, "database "+quote(e.Name)+": this instance is a read replica; writes go to the lease holder; retry")
+}
+
+// IsNeedsWriter reports whether err says that the request needs the writer.
+func IsNeedsWriter(err error) bool {
+	var nw *NeedsWriterError
+	return errors.As(err, &nw)
 }
 
 // ReadReplica returns a view of name's follower (started on first use) once
@@ -232,13 +249,6 @@ func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) 
 	return &ReplicaView{fd: fd}, nil
 }
 
-// NeedsLeader reports whether a write or session was attempted on the view.
-func (v *ReplicaView) NeedsLeader() bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.needsLeader
-}
-
 func (v *ReplicaView) Name() string { return v.fd.name }
 
 // Bookmark is the follower's applied TXID.
@@ -263,42 +273,13 @@ func (v *ReplicaView) Read(ctx context.Context, fn func(Conn) error) (Bookmark, 
 	if !c.Autocommit() {
 		_ = execSimple(c.c, "ROLLBACK")
 	}
-	if IsReadOnlyError(err) {
-		v.markNeedsLeader()
-	}
 	return bm, err
 }
 
-func (v *ReplicaView) markNeedsLeader() {
-	v.mu.Lock()
-	v.needsLeader = true
-	v.mu.Unlock()
-}
-
-func (v *ReplicaView) errNeedsLeader() error {
-	v.markNeedsLeader()
-	return errorf(CodeNotLeader, http.StatusServiceUnavailable, "database "+quote(v.fd.name)+": this instance is a read replica; writes go to the lease holder; retry")
-}
-
 func (v *ReplicaView) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
-	return 0, v.errNeedsLeader()
+	return 0, &NeedsWriterError{Name: v.fd.name}
 }
 
 func (v *ReplicaView) Session(ctx context.Context) (Session, error) {
-	return nil, v.errNeedsLeader()
-}
-
-type replicaViewKey struct{}
-
-// WithReplicaView makes Host.Get return v for v's database within ctx.
-func WithReplicaView(ctx context.Context, v *ReplicaView) context.Context {
-	return context.WithValue(ctx, replicaViewKey{}, v)
-}
-
-func replicaViewFrom(ctx context.Context, name string) *ReplicaView {
-	v, _ := ctx.Value(replicaViewKey{}).(*ReplicaView)
-	if v != nil && v.fd.name == name {
-		return v
-	}
-	return nil
+	return nil, &NeedsWriterError{Name: v.fd.name}
 }

@@ -225,9 +225,6 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if v := replicaViewFrom(ctx, name); v != nil {
-		return v, nil
-	}
 	if h.opts.FollowOnly {
 		return nil, h.followOnlyLeader(ctx, name)
 	}

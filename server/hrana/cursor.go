@@ -62,7 +62,7 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	baton := h.release(s)
 	released = true
 	if x.bookmark > 0 {
-		w.Header().Set("Sluice-Bookmark", formatBookmark(x.bookmark))
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(x.bookmark))
 	}
 	answer(w, cursorRespBody{Baton: baton}, cursorEntries(res, failed))
 }

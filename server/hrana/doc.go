@@ -10,5 +10,6 @@
 // signed, single-use baton.
 //
 // It imports server/dbhost (the contract) and the standard library only; the
-// server's router selects the database and hands it over with WithDatabase.
+// server's router selects the database and hands it over with WithDatabase,
+// or, for a read answered by a read replica, to ServeRead (readcheck.go).
 package hrana

@@ -199,7 +199,7 @@ func writePipeline(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Book
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(data))}
 	if bm > 0 {
-		h.Set("Sluice-Bookmark", formatBookmark(bm))
+		h.Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)

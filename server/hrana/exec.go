@@ -42,6 +42,17 @@ type execution struct {
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
 	streamRows bool
+	// needsWriter is set when the database, a read replica (ServeRead),
+	// refused a write or a session: the request is not answered here.
+	needsWriter error
+}
+
+// noteNeedsWriter records err if it says that the request needs the
+// database's writer (dbhost.NeedsWriterError, from a read replica).
+func (x *execution) noteNeedsWriter(err error) {
+	if x.needsWriter == nil && dbhost.IsNeedsWriter(err) {
+		x.needsWriter = err
+	}
 }
 
 // newExecution bounds the request's total run time; call the returned
@@ -223,6 +234,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 		return outcome{}, e
 	}
 	if err != nil {
+		x.noteNeedsWriter(err)
 		return outcome{}, toError(err, x.s.db.Name())
 	}
 	x.stamp(out, bm)
@@ -244,6 +256,7 @@ func (x *execution) openSession() *Error {
 	sess, err := x.s.db.Session(ctx)
 	if err != nil {
 		h.releaseSessionSlot(owner)
+		x.noteNeedsWriter(err)
 		if ctx.Err() != nil && x.ctx.Err() == nil {
 			return &Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
 				"database %q: no transaction could start within %s because another transaction holds the writer; retry", x.s.db.Name(), x.h.cfg.TxTimeout)}

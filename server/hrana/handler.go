@@ -187,7 +187,7 @@ func databaseFrom(ctx context.Context) dbhost.Database {
 // /v1/batch, with or without a leading /db/<name>.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := stripDatabasePrefix(r.URL.Path)
-	var post func(http.ResponseWriter, *http.Request, dbhost.Database)
+	var post func(http.ResponseWriter, *http.Request, dbhost.Database) error
 	switch path {
 	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -196,21 +196,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(http.StatusOK)
 		return
-	case "/v2/pipeline", "/v3/pipeline":
-		post = h.servePipeline
 	case "/v3/cursor":
-		post = h.serveCursor
-	case "/v3-protobuf/pipeline":
-		post = h.servePipelineProtobuf
+		post = answersAlways(h.serveCursor)
 	case "/v3-protobuf/cursor":
-		post = h.serveCursorProtobuf
-	case "/v1/execute":
-		post = h.serveV1Execute
-	case "/v1/batch":
-		post = h.serveV1Batch
+		post = answersAlways(h.serveCursorProtobuf)
 	default:
-		writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
-		return
+		if post = h.readablePost(path); post == nil {
+			writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
+			return
+		}
 	}
 	if r.Method != http.MethodPost {
 		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use POST on " + path})
@@ -222,7 +216,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "the router passed no database to the Hrana handler (server bug)"})
 		return
 	}
-	post(w, r, db)
+	if err := post(w, r, db); err != nil {
+		// Only a read replica needs the writer, and it is served by ServeRead.
+		WriteError(w, err)
+	}
+}
+
+// readablePost returns the handler of a POST route that a read replica may
+// answer (pipelines and Hrana 1 requests, which InspectRead understands),
+// or nil. Each returns a *dbhost.NeedsWriterError, having answered nothing,
+// when its database is a read replica that refused a write or a session.
+func (h *Handler) readablePost(path string) func(http.ResponseWriter, *http.Request, dbhost.Database) error {
+	switch path {
+	case "/v2/pipeline", "/v3/pipeline":
+		return h.servePipeline
+	case "/v3-protobuf/pipeline":
+		return h.servePipelineProtobuf
+	case "/v1/execute":
+		return h.serveV1Execute
+	case "/v1/batch":
+		return h.serveV1Batch
+	}
+	return nil
+}
+
+// answersAlways adapts a handler that always answers (a cursor, which a
+// read replica never serves) to the shape of the readable ones.
+func answersAlways(serve func(http.ResponseWriter, *http.Request, dbhost.Database)) func(http.ResponseWriter, *http.Request, dbhost.Database) error {
+	return func(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
+		serve(w, r, db)
+		return nil
+	}
 }
 
 // stripDatabasePrefix removes a leading /db/<name> so that a client URL of
@@ -334,7 +358,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if bm > 0 {
-		w.Header().Set("Sluice-Bookmark", formatBookmark(bm))
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
@@ -359,7 +383,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	var nd *dbhost.NotDurableError
 	if errors.As(err, &nd) {
-		w.Header().Set("Sluice-Bookmark", formatBookmark(nd.Bookmark))
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(nd.Bookmark))
 	}
 	writeHTTPError(w, status, &Error{Code: de.Code, Message: de.Message})
 }

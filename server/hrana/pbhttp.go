@@ -12,18 +12,18 @@ import (
 
 const protobufContentType = "application/x-protobuf"
 
-func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
 	data, e := h.readBody(w, r)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	body, err := pbDecodePipelineReq(data)
 	if err != nil {
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
-		return
+		return nil
 	}
-	h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
+	return h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
 		out, err := pbPipelineResp(resp)
 		if err != nil {
 			// The requests ran: say so rather than pretend nothing happened.
@@ -70,7 +70,7 @@ func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db
 func writeProtobuf(w http.ResponseWriter, body []byte, bm dbhost.Bookmark) {
 	w.Header().Set("Content-Type", protobufContentType)
 	if bm > 0 {
-		w.Header().Set("Sluice-Bookmark", formatBookmark(bm))
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

@@ -9,32 +9,34 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
-func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
 	var body pipelineReqBody
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
-	h.runPipeline(w, r, db, &body, true, writePipeline)
+	return h.runPipeline(w, r, db, &body, true, writePipeline)
 }
 
 // runPipeline runs a pipeline's requests on its stream; answer writes the
 // response in the request's encoding (errors before anything ran are JSON,
 // the only error body the clients parse). streamRows: answer is
-// writePipeline, which writes rows encoded as SQLite stepped them.
+// writePipeline, which writes rows encoded as SQLite stepped them. On a
+// read replica that refused a write or a session it stops, answers nothing
+// and returns the *dbhost.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *pipelineReqBody,
-	streamRows bool, answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) {
+	streamRows bool, answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) error {
 	for i := range body.Requests {
 		if e := validateRequest(&body.Requests[i]); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
 			writeHTTPError(w, http.StatusBadRequest, e)
-			return
+			return nil
 		}
 	}
 	ctx, idem, e := requestContext(r, body.Requests)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	// A pipeline that ends with close never keeps its stream, so it needs
 	// no slot of the stream quotas (one-shot queries work at any load).
@@ -43,7 +45,7 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	s, status, e := h.acquire(body.Baton, db, ownerFrom(r.Context()), oneShot)
 	if e != nil {
 		writeHTTPError(w, status, e)
-		return
+		return nil
 	}
 	released := false
 	defer h.endOnPanic(w, s, &released)
@@ -53,10 +55,20 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
+		if x.needsWriter != nil {
+			break
+		}
+	}
+	if x.needsWriter != nil {
+		s.closed = true // the writer runs the request; nothing of it stays here
+		h.release(s)
+		released = true
+		return x.needsWriter
 	}
 	resp.Baton, released = h.release(s), true
 	markReplayed(w, idem)
 	answer(w, &resp, x.bookmark)
+	return nil
 }
 
 func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
@@ -197,6 +209,7 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 		}
 	}
 	if err != nil {
+		x.noteNeedsWriter(err)
 		return nil, toError(err, x.s.db.Name())
 	}
 	res := &describeResultJSON{Params: make([]describeParam, len(d.Params)), Cols: make([]describeCol, len(d.Columns)),

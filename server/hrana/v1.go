@@ -19,67 +19,75 @@ type v1BatchReq struct {
 	Batch *batchJSON `json:"batch"`
 }
 
-func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
 	var body v1ExecuteReq
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	if body.Stmt == nil {
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
-		return
+		return nil
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	defer cancel()
 	released := false
 	defer h.endOnPanic(w, x.s, &released)
 	defer x.endSession()
 	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
+	if x.needsWriter != nil {
+		return x.needsWriter // answered by the writer (ServeRead)
+	}
 	if e == nil {
 		e = out.errs[0]
 	}
 	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": out.results[0]}, x.bookmark)
+	return nil
 }
 
-func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
+func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
 	var body v1BatchReq
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	if body.Batch == nil {
 		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "batch needs a batch"})
-		return
+		return nil
 	}
 	if e := validateBatch(body.Batch); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Batch)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
-		return
+		return nil
 	}
 	defer cancel()
 	released := false
 	defer h.endOnPanic(w, x.s, &released)
 	defer x.endSession()
 	res, e := x.batch(body.Batch)
+	if x.needsWriter != nil {
+		return x.needsWriter // answered by the writer (ServeRead)
+	}
 	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, statusOf(e), e)
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.bookmark)
+	return nil
 }
 
 // oneShot makes an unregistered stream for one v1 request; the caller ends

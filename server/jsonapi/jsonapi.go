@@ -29,9 +29,6 @@ type Host interface {
 	Delete(ctx context.Context, name string, purge bool) error
 }
 
-// BookmarkHeader carries the TXID a response reflects.
-const BookmarkHeader = "Sluice-Bookmark"
-
 // IdempotencyKeyHeader names a write so that a retry replays its first
 // answer; ReplayedHeader marks such a replayed answer.
 const (
@@ -81,15 +78,49 @@ type queryRequest struct {
 }
 
 func (a *API) query(w http.ResponseWriter, r *http.Request) {
+	if err := a.serveQuery(w, r, a.host.Get); err != nil {
+		WriteError(w, err) // a hosted database never needs another writer
+	}
+}
+
+// ServeRead answers a query on db, a read replica of the request's
+// database, for a server that found the query reads only
+// (QueryStatements, dbhost.StatementsReadOnly). It returns a
+// *dbhost.NeedsWriterError, having written nothing, when the query needs
+// the writer after all (a write that only SQLite saw): the caller then
+// sends it to the writer.
+func (a *API) ServeRead(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
+	return a.serveQuery(w, r, func(context.Context, string) (dbhost.Database, error) { return db, nil })
+}
+
+// QueryStatements returns the SQL of a query request's body, for a server
+// deciding before it runs whether a read replica may answer it. A body that
+// does not decode holds none: the handler answers it without a database.
+func QueryStatements(body []byte) []string {
+	stmts, err := readQuery(bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(stmts))
+	for i, st := range stmts {
+		out[i] = st.SQL
+	}
+	return out
+}
+
+// serveQuery runs a query on the database open returns. It answers every
+// outcome but one: a *dbhost.NeedsWriterError (open gave a read replica) is
+// returned with nothing written.
+func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(context.Context, string) (dbhost.Database, error)) error {
 	name := r.PathValue("name")
 	p := auth.FromContext(r.Context())
 	if err := dbhost.ValidateName(name); err != nil {
 		WriteError(w, err)
-		return
+		return nil
 	}
 	if !p.CanRead(name) {
 		WriteError(w, forbidden(name))
-		return
+		return nil
 	}
 	var idem *dbhost.Idempotency
 	body := io.Reader(r.Body)
@@ -97,23 +128,23 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 		raw, err := io.ReadAll(r.Body)
 		if err != nil {
 			WriteError(w, bodyError(err))
-			return
+			return nil
 		}
 		if idem, err = dbhost.NewIdempotency(strings.Join(key, ","), raw); err != nil {
 			WriteError(w, err)
-			return
+			return nil
 		}
 		body = bytes.NewReader(raw)
 	}
 	stmts, err := readQuery(body)
 	if err != nil {
 		WriteError(w, err)
-		return
+		return nil
 	}
-	db, err := a.host.Get(r.Context(), name)
+	db, err := open(r.Context(), name)
 	if err != nil {
 		WriteError(w, err)
-		return
+		return nil
 	}
 	if !p.CanWrite(name) {
 		db = dbhost.ReadOnly(db) // its writes fail with SQLITE_READONLY
@@ -135,22 +166,26 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 	if dbhost.IsOwnConnectionError(err) {
 		b, err = q.runOwn(ctx, db, idem)
 	}
+	if dbhost.IsNeedsWriter(err) {
+		return err
+	}
 	results := q.results
 	if idem != nil && idem.Replayed() {
 		w.Header().Set(ReplayedHeader, "true")
 	}
 	if b > 0 || err == nil {
-		w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(b), 10))
+		w.Header().Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(b), 10))
 	}
 	if err != nil {
 		WriteError(w, err)
-		return
+		return nil
 	}
 	if q.streamed {
 		enc.send(w, b)
-		return
+		return nil
 	}
 	writeResults(w, results, b)
+	return nil
 }
 
 // pathDatabase returns the request's {name} once it is valid and the
@@ -294,7 +329,7 @@ func WriteError(w http.ResponseWriter, err error) {
 		// Not a 503: the write committed, so no Retry-After; the bookmark
 		// lets the client ask whether it became durable.
 		fields["bookmark"] = strconv.FormatUint(uint64(nd.Bookmark), 10)
-		w.Header().Set(BookmarkHeader, fields["bookmark"])
+		w.Header().Set(dbhost.BookmarkHeader, fields["bookmark"])
 	}
 	body, _ := json.Marshal(map[string]any{"error": fields})
 	w.Header().Set("Content-Type", "application/json")

@@ -60,7 +60,7 @@ func (a *API) bookmark(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	w.Header().Set(BookmarkHeader, strconv.FormatUint(uint64(durable), 10))
+	w.Header().Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(durable), 10))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"bookmark":         strconv.FormatUint(want, 10),
 		"durable":          uint64(durable) >= want,

@@ -1,0 +1,144 @@
+package forward
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Reads on an instance that does not write a database are answered by its
+// follower (dbhost/followers.go) when the request, judged before anything
+// runs, only reads: its protocol says so from the body (no stream to
+// continue or leave open, no transaction that needs a session), and SQLite,
+// preparing its statements on the follower, finds every one read-only. A
+// read carrying a bookmark (the Sluice-Bookmark header, or Hrana's
+// replication_index) first waits until the follower has applied it.
+//
+// One case is only known while the request runs: a write that SQLite meets
+// only when stepping, or a transaction a batch leaves open. The follower's
+// database refuses it with a *dbhost.NeedsWriterError; the protocol's read
+// path returns that error before it has answered anything, and the request
+// goes to the writer.
+
+// Reader is one protocol's read path on a follower.
+type Reader struct {
+	// Inspect judges the request from its method, path and body alone.
+	Inspect func(r *http.Request, body []byte) Read
+	// Serve answers the request on db, the follower's read-only database.
+	// It returns a *dbhost.NeedsWriterError, having written nothing, when
+	// the request needs the writer after all; it answers everything else.
+	Serve func(w http.ResponseWriter, r *http.Request, db dbhost.Database) error
+}
+
+// Read is a Reader's verdict on one request, before it runs.
+type Read struct {
+	// Replica: the follower may answer if every statement of Statements is
+	// read-only there. False: the request belongs to the writer.
+	Replica    bool
+	Statements []string
+	// Bookmark is a position the body asks for (Hrana's
+	// replication_index); the header's is read here.
+	Bookmark dbhost.Bookmark
+}
+
+// followerRead answers the request from name's follower when read allows
+// it, and reports whether it answered. A bookmark the follower does not
+// reach in time is answered (a retryable LAGGING); other follower failures
+// leave the request to the writer.
+func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name string, body []byte, read *Reader) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	verdict := read.Inspect(r, body)
+	if !verdict.Replica {
+		return false
+	}
+	bookmark, err := headerBookmark(r)
+	if err != nil {
+		f.cfg.WriteError(w, r, err)
+		return true
+	}
+	bookmark = max(bookmark, verdict.Bookmark)
+	view, err := f.cfg.Host.ReadReplica(r.Context(), name, bookmark)
+	if err != nil {
+		var e *dbhost.Error
+		if bookmark > 0 && errors.As(err, &e) && e.Code == dbhost.CodeLagging {
+			f.cfg.WriteError(w, r, err)
+			return true
+		}
+		return false
+	}
+	if !dbhost.StatementsReadOnly(r.Context(), view, verdict.Statements) {
+		return false
+	}
+	answer := &replicaAnswer{ResponseWriter: w, view: view}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	err = read.Serve(answer, r, view)
+	switch {
+	case err == nil:
+		return true
+	case answer.started:
+		// The read path broke its contract; the client has its answer.
+		return true
+	case dbhost.IsNeedsWriter(err):
+		return false // the fallback: the writer runs the request
+	}
+	f.cfg.WriteError(w, r, err)
+	return true
+}
+
+// headerBookmark is the request's Sluice-Bookmark (0: none).
+func headerBookmark(r *http.Request) (dbhost.Bookmark, error) {
+	v := r.Header.Get(dbhost.BookmarkHeader)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest,
+			Message: dbhost.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"}
+	}
+	return dbhost.Bookmark(n), nil
+}
+
+// replicaAnswer marks the follower's answer as it starts: served by the
+// replica, at the follower's position unless the handler named the one its
+// read reflected.
+type replicaAnswer struct {
+	http.ResponseWriter
+	view    Replica
+	started bool
+}
+
+func (a *replicaAnswer) start() {
+	if a.started {
+		return
+	}
+	a.started = true
+	h := a.Header()
+	if h.Get(dbhost.BookmarkHeader) == "" {
+		h.Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(a.view.Bookmark()), 10))
+	}
+	h.Set(HeaderServedBy, ServedByReplica)
+}
+
+func (a *replicaAnswer) WriteHeader(code int) {
+	a.start()
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *replicaAnswer) Write(p []byte) (int, error) {
+	a.start()
+	return a.ResponseWriter.Write(p)
+}
+
+func (a *replicaAnswer) Flush() {
+	a.start()
+	if fl, ok := a.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}

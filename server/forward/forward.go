@@ -1,0 +1,151 @@
+// Package forward serves the requests of a database this instance does not
+// write. Each database has one writer, the holder of its lease (package
+// lease); every other instance either answers a request from its local
+// follower, when the request only reads (decided before anything runs), or
+// proxies it to the writer and passes the writer's answer back. While this
+// instance hands its databases off on shutdown, it proxies to whoever takes
+// each over.
+//
+// It imports lease, replica and server/dbhost; the front door (package
+// server) asks it, and gives it each protocol's read path as a Reader.
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dbhost"
+)
+
+// Host is what forwarding needs of the database host (dbhost.Host).
+type Host interface {
+	// Get returns the database when this instance writes it, and a
+	// *dbhost.NotLeaderError naming the writer when another one does.
+	Get(ctx context.Context, name string) (dbhost.Database, error)
+	// ReadReplica returns the local follower's read-only database once it
+	// has applied bookmark (dbhost.Host.ReadReplica).
+	ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (Replica, error)
+}
+
+// Replica is a follower's read-only database: its Write and Session fail
+// with a *dbhost.NeedsWriterError.
+type Replica interface {
+	dbhost.Database
+	// Bookmark is the position the follower has applied.
+	Bookmark() dbhost.Bookmark
+}
+
+// Config configures a Forwarder.
+type Config struct {
+	Host Host
+	// Store is the bucket, where a released database's next lease appears.
+	Store replica.Store
+	// Timeout bounds a request's wait for a reachable writer [10s].
+	Timeout time.Duration
+	// WriteError answers a request with an error in its protocol's shape.
+	WriteError func(http.ResponseWriter, *http.Request, error)
+}
+
+// Forwarder routes the requests of databases another instance writes.
+type Forwarder struct {
+	cfg     Config
+	self    string // this instance's advertised URL
+	handoff handoff
+}
+
+// New returns a Forwarder; call SetSelf before it serves.
+func New(cfg Config) *Forwarder {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	return &Forwarder{cfg: cfg}
+}
+
+// SetSelf sets the URL other instances reach this one at: a lease naming
+// it is this instance's own, never a target.
+func (f *Forwarder) SetSelf(url string) { f.self = url }
+
+// Serve answers a request for database name. local is the route's handler
+// here; read, nil for routes a follower never answers, is the route's read
+// path on a follower. In order:
+//
+//  1. During the hand-off, the request goes to the database's next writer.
+//  2. When this instance writes name, local answers.
+//  3. A request another instance forwarded is not forwarded again.
+//  4. When read says, before anything runs, that the follower may answer,
+//     it does (followerRead).
+//  5. Otherwise the writer answers, through the proxy (toWriter).
+func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, local http.HandlerFunc, read *Reader) {
+	deadline := time.Now().Add(f.cfg.Timeout)
+	if !f.handoff.enterLocal() {
+		f.toNextWriter(w, r, name, deadline)
+		return
+	}
+	defer f.handoff.leaveLocal()
+	elsewhere := f.writerElsewhere(r, name)
+	if elsewhere == nil {
+		local(w, r)
+		return
+	}
+	if r.Header.Get(HeaderForwardedBy) != "" {
+		f.cfg.WriteError(w, r, elsewhere)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		f.cfg.WriteError(w, r, bodyError(err))
+		return
+	}
+	if read != nil && f.followerRead(w, r, name, body, read) {
+		return
+	}
+	f.toWriter(w, r, name, body, elsewhere, deadline, local)
+}
+
+// writerElsewhere returns the lease holder when another instance writes
+// name, and nil when this one does (or Get failed otherwise: the local
+// handler reports that).
+func (f *Forwarder) writerElsewhere(r *http.Request, name string) *dbhost.NotLeaderError {
+	_, err := f.cfg.Host.Get(r.Context(), name)
+	var nl *dbhost.NotLeaderError
+	if errors.As(err, &nl) {
+		return nl
+	}
+	return nil
+}
+
+// toWriter proxies the request to the writer. With no reachable writer it
+// waits for one (or for this instance to take the lease, then local
+// answers) until deadline, then answers the not-leader error (retryable).
+func (f *Forwarder) toWriter(w http.ResponseWriter, r *http.Request, name string, body []byte,
+	elsewhere *dbhost.NotLeaderError, deadline time.Time, local http.HandlerFunc) {
+	for {
+		rec := elsewhere.Leader
+		if rec.URL != "" && rec.URL != f.self && !rec.Expired(time.Now()) && f.proxy(w, r, body, rec) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.cfg.WriteError(w, r, elsewhere)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if elsewhere = f.writerElsewhere(r, name); elsewhere == nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			local(w, r)
+			return
+		}
+	}
+}
+
+func bodyError(err error) error {
+	return &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()}
+}

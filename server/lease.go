@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/forward"
+	"github.com/sluicedb/sluice/server/metrics"
+)
+
+// Multi-instance mode: each instance writes a database only while it holds
+// the database's lease in the bucket (dbhost/leases.go); package forward
+// serves the requests of the databases other instances write (from the
+// local follower, or at the writer) and hands this instance's databases off
+// on shutdown.
+
+// LeaseConfig configures leases (on unless Disabled).
+type LeaseConfig struct {
+	// Enabled turns on multi-instance mode. Off by default: the holder renews
+	// its lease (one conditional PUT every TTL/3), which a single instance
+	// does not need and which would break "idle costs nothing".
+	Enabled        bool     `yaml:"enabled"`
+	TTL            Duration `yaml:"ttl"`             // default 10s
+	Advertise      string   `yaml:"advertise"`       // URL other instances forward to; default http://<listen address>
+	ForwardTimeout Duration `yaml:"forward-timeout"` // default 10s
+	// Follow runs a read-only replica: it never takes a lease, serves reads
+	// from followers and forwards everything else to the lease holder.
+	Follow       bool     `yaml:"follow"`
+	PollInterval Duration `yaml:"poll-interval"` // follower poll, default 200ms
+	BookmarkWait Duration `yaml:"bookmark-wait"` // a read's wait for its bookmark, default 5s
+}
+
+func leaseOptions(cfg LeaseConfig, logger *slog.Logger) *lease.Options {
+	if !cfg.Enabled || cfg.Follow {
+		return nil
+	}
+	return &lease.Options{Holder: lease.NewHolderID(), URL: cfg.Advertise, TTL: time.Duration(cfg.TTL), Logger: logger}
+}
+
+// newForwarder returns the forwarder of multi-instance mode, or nil when
+// this instance is alone (it writes every database it serves).
+func (s *Server) newForwarder() *forward.Forwarder {
+	if !s.cfg.Lease.Enabled && !s.cfg.Lease.Follow {
+		return nil
+	}
+	return forward.New(forward.Config{
+		Host:       forwardHost{s.host},
+		Store:      s.store,
+		Timeout:    time.Duration(s.cfg.Lease.ForwardTimeout),
+		WriteError: writeError,
+	})
+}
+
+// forwardHost gives forward the host's follower views.
+type forwardHost struct{ *dbhost.Host }
+
+func (h forwardHost) ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (forward.Replica, error) {
+	v, err := h.Host.ReadReplica(ctx, name, bookmark)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// advertise sets the URL written into this instance's leases.
+func (s *Server) advertise(ln net.Listener) {
+	url := s.cfg.Lease.Advertise
+	if url == "" {
+		scheme := "http://"
+		if s.cert != nil {
+			scheme = "https://"
+		}
+		url = scheme + ln.Addr().String()
+	}
+	url = strings.TrimRight(url, "/")
+	s.host.SetAdvertiseURL(url)
+	if s.forward != nil {
+		s.forward.SetSelf(url)
+	}
+}
+
+// perDatabase serves a route of one database: local answers while this
+// instance writes it (always, with one instance); otherwise forward decides
+// between the follower (read, nil if the route never reads there) and the
+// writer.
+func (s *Server) perDatabase(local http.HandlerFunc, read *forward.Reader) http.HandlerFunc {
+	if s.forward == nil {
+		return local
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.PathValue("name") == "" { // Hrana version probes
+			local(w, r)
+			return
+		}
+		name := r.PathValue("name")
+		if name == "" {
+			name = hranaDatabaseName(r)
+		}
+		if dbhost.ValidateName(name) != nil {
+			local(w, r) // which answers the invalid name
+			return
+		}
+		s.forward.Serve(w, r, name, local, read)
+	}
+}
+
+// registerFollowerMetrics exports every follower's lag.
+func (s *Server) registerFollowerMetrics() {
+	stat := func(f func(dbhost.FollowerStats) float64) func() []metrics.Sample {
+		return func() []metrics.Sample {
+			if s.host == nil {
+				return nil
+			}
+			var out []metrics.Sample
+			for _, st := range s.host.FollowerStats() {
+				out = append(out, metrics.Sample{Labels: []string{st.Name}, Value: f(st)})
+			}
+			return out
+		}
+	}
+	db := []string{"db"}
+	s.metrics.reg.GaugeFunc("sluice_follower_txid", "TXID the follower (read replica) has applied.", db,
+		stat(func(st dbhost.FollowerStats) float64 { return float64(st.TXID) }))
+	s.metrics.reg.GaugeFunc("sluice_follower_lag_txids", "TXIDs known to exist in the replica (from bookmarks and checks) that the follower has not applied.", db,
+		stat(func(st dbhost.FollowerStats) float64 { return float64(st.LagTXIDs) }))
+	s.metrics.reg.GaugeFunc("sluice_follower_lag_seconds", "Delay between the writer's upload and the follower's apply of the last file.", db,
+		stat(func(st dbhost.FollowerStats) float64 { return st.Lag.Seconds() }))
+	s.metrics.reg.GaugeFunc("sluice_follower_behind_seconds", "0 when caught up; else the age of the last applied file.", db,
+		stat(func(st dbhost.FollowerStats) float64 { return st.Behind.Seconds() }))
+}
