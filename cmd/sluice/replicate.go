@@ -213,7 +213,7 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// replicateAll runs one replicator (and its compactor) per database until ctx
+// replicateAll runs one replicated stream per database until ctx
 // ends or one of them fails; the others then ship what they have and stop.
 func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
 	limitSidecarHeap()
