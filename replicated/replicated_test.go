@@ -275,3 +275,42 @@ func TestStreamShipsUntilStoppedAndReleases(t *testing.T) {
 		t.Fatalf("lease after Run = %+v (%v), want released", rec, err)
 	}
 }
+
+// A stream whose lease is lost stops as fenced at its next ship (the
+// sidecar then exits 3), and what it ships no longer reaches the history.
+func TestStreamStopsFencedOnceTheLeaseIsLost(t *testing.T) {
+	store := newStore(t)
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	lost := make(chan error, 1)
+	s := NewStream(path, Options{Name: path, Logger: testLogger(t), Store: store, Lease: takeLease(t, store, "a"),
+		OnLeaseLost: func(cause error) { lost <- cause }},
+		StreamOptions{Interval: 20 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Health().Pos.TXID < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	body, _ := json.Marshal(lease.Record{Holder: "intruder", Epoch: 9, Expires: time.Now().Add(time.Hour)})
+	if _, err := store.Put(context.Background(), lease.Key, bytes.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the loss of the lease was not reported")
+	}
+	a.exec("INSERT INTO t VALUES (1)")
+	select {
+	case err := <-done:
+		if !errors.Is(err, engine.ErrFenced) {
+			t.Fatalf("Run = %v, want engine.ErrFenced", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream kept running after its lease was lost")
+	}
+	if n := rowsInReplica(t, store); n != 0 {
+		t.Fatalf("replica has %d rows, want none: the insert came after the loss", n)
+	}
+}
