@@ -11,10 +11,9 @@ import (
 // compaction is serve's compaction and retention: one compact.Compactor per
 // open database (made by package replicated and notified of every shipped
 // file, so its steady state makes no LIST), and one compact.Scheduler that
-// runs their passes on a few
-// workers, the largest and longest-waiting backlog first. Databases do not
-// compact on timers of their own: a hundred of them would all merge at each
-// level-1 boundary at once.
+// runs their passes on a few workers, the largest and longest-waiting
+// backlog first. Databases do not compact on timers of their own: a hundred
+// of them would all merge at each level-1 boundary at once.
 //
 // Closing an idle database releases its compactor without waiting: the
 // scheduler folds its level-0 files into level 1 when a worker is free, and
