@@ -16,7 +16,9 @@
 // minus a safety margin, so the holder always stops before a contender
 // (which compares the stored expiry with its own wall clock) may take over,
 // provided clocks agree to within the margin. The conditional create of each
-// LTX file remains the last line of defence if they do not.
+// LTX file remains the last line of defence if they do not. GuardStore is
+// how a holder keeps that promise: a store that refuses every write once
+// the lease no longer holds.
 //
 // It imports replica and the standard library only.
 package lease

@@ -1,20 +1,19 @@
 package server
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/sluicedb/sluice/compact"
-	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/server/metrics"
 )
 
 // compaction is serve's compaction and retention: one compact.Compactor per
-// open database (notified of every shipped file, so its steady state makes
-// no LIST), and one compact.Scheduler that runs their passes on a few
-// workers, the largest and longest-waiting backlog first. Databases do not
-// compact on timers of their own: a hundred of them would all merge at each
-// level-1 boundary at once.
+// open database (made by package replicated and notified of every shipped
+// file, so its steady state makes no LIST), and one compact.Scheduler that
+// runs their passes on a few workers, the largest and longest-waiting
+// backlog first. Databases do not compact on timers of their own: a hundred
+// of them would all merge at each level-1 boundary at once.
 //
 // Closing an idle database releases its compactor without waiting: the
 // scheduler folds its level-0 files into level 1 when a worker is free, and
@@ -26,17 +25,15 @@ import (
 type compaction struct {
 	sched  *compact.Scheduler // nil when disabled
 	cfg    compact.Config
-	log    *slog.Logger
 	passes *metrics.Histogram // set by register, before the first database opens
 }
 
-func newCompaction(cfg Compaction, logger *slog.Logger) *compaction {
+func newCompaction(cfg Compaction) *compaction {
 	if cfg.Disabled {
 		return &compaction{}
 	}
 	c := &compaction{
 		cfg: compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)},
-		log: logger,
 	}
 	c.sched = compact.NewScheduler(cfg.Workers, c.observe)
 	return c
@@ -54,15 +51,13 @@ func (c *compaction) observe(took time.Duration, err error) {
 	c.passes.Observe(took.Seconds(), result)
 }
 
-// starter returns the per-database hook for dbhost (nil when disabled).
-func (c *compaction) starter() func(replica.Store, string) (func(replica.LTXFile), func(bool)) {
+// perDatabase is how dbhost compacts each open database: a compactor of
+// its own, run by the shared scheduler (nil when disabled).
+func (c *compaction) perDatabase() *replicated.Compaction {
 	if c.sched == nil {
 		return nil
 	}
-	return func(store replica.Store, name string) (func(replica.LTXFile), func(bool)) {
-		cp := compact.New(store, c.cfg, c.log.With("db", name))
-		return cp.Notify, c.sched.Add(name, cp)
-	}
+	return &replicated.Compaction{Config: c.cfg, Scheduler: c.sched}
 }
 
 // stop cancels the passes in flight and runs nothing more.

@@ -103,12 +103,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		}
 		return s.host.Stats()
 	}, s.watch)
-	s.compact = newCompaction(cfg.Compaction, logger)
+	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
 		Store:            s.metrics.countPuts(store),
-		Replication:      dbhost.EngineReplication(logger, s.compact.starter()),
+		Replication:      dbhost.EngineReplication(logger, s.compact.perDatabase()),
 		Durability:       durability,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
 		UploadTimeout:    time.Duration(cfg.Limits.UploadTimeout),

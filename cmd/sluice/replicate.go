@@ -17,6 +17,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/replica/watch"
+	"github.com/sluicedb/sluice/replicated"
 )
 
 func init() {
@@ -212,7 +213,7 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// replicateAll runs one replicator (and its compactor) per database until ctx
+// replicateAll runs one replicated stream per database until ctx
 // ends or one of them fails; the others then ship what they have and stop.
 func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
 	limitSidecarHeap()
@@ -270,71 +271,37 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 	return errors.Join(all...)
 }
 
-// logger has no "db" attribute: the engine adds its own.
+// replicateOne takes path's lease (with -lease) and streams the database
+// until ctx ends (package replicated: final upload, compaction flush, lease
+// release). logger has no "db" attribute: the engine adds its own.
 func replicateOne(ctx context.Context, t dbTarget, store replica.Store, cc compact.Config, logger *slog.Logger, leases *sidecarLeases, status *sidecarStatus, ff failFlags) error {
-	dbLog := logger.With("db", t.Path)
 	if err := leases.acquire(ctx, t.Path, store, logger); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting for the lease: nothing was shipped
 		}
 		return err
 	}
-	defer leases.release(t.Path, dbLog) // after the final upload and compaction
-	store = leases.guard(t.Path, store)
-	comp := compact.New(store, cc, dbLog)
-	// The background compactor stops at SIGTERM: a merge in progress gives
-	// way to the final upload instead of delaying the exit.
-	compCtx, stopComp := context.WithCancel(ctx)
-	compDone := make(chan error, 1)
-	go func() { compDone <- comp.Run(compCtx) }()
-	defer func() {
-		stopComp()
-		<-compDone
-	}()
-
-	w := watch.New(store, ff.budget)
-	r := engine.NewReplicator(t.Path, store, engine.ReplicatorOptions{
+	var w *watch.Watch
+	s := replicated.NewStream(t.Path, replicated.Options{
+		Name:       t.Path,
+		Logger:     logger,
+		Store:      store,
+		Lease:      leases.take(t.Path), // released by the stream, after its final upload and compaction
+		Compaction: &replicated.Compaction{Config: cc},
+	}, replicated.StreamOptions{
 		Interval:    t.SyncInterval,
-		Logger:      logger,
 		ErrorBudget: ff.effectiveBudget(),
-		OnResult:    w.Observe,
-		OnShip: func(f replica.LTXFile) {
-			comp.Notify(f)
-		},
+		OnResult:    func(err error) { w.Observe(err) },
 	})
-	status.add(t.Path, r, w)
+	w = watch.New(s.Store(), ff.budget)
+	status.add(t.Path, s, w)
 	if status != nil && status.probe {
 		wctx, stopWatch := context.WithCancel(ctx)
 		defer stopWatch()
 		go w.Run(wctx)
 	}
-	dbLog.Info("replicating", "replica", store.String(), "interval", t.SyncInterval)
-	if err := r.Run(ctx); err != nil {
-		h := r.Health()
-		dbLog.Error("stopped replicating; changes after shipped_txid are NOT in the replica",
-			"replica", store.String(), "shipped_txid", h.Pos.TXID.String(), "unshipped_bytes", h.UnshippedBytes)
-		return err
-	}
-	h := r.Health()
-	// A graceful stop folds this run's per-sync files into one, so the next
-	// boot restores from a few objects rather than one per sync.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-	defer cancel()
-	if err := comp.Flush(fctx, time.Now()); err != nil {
-		dbLog.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
-	}
-	if h.Pos.TXID == 0 {
-		dbLog.Info("stopped; the database never existed, nothing to ship", "replica", store.String())
-	} else {
-		dbLog.Info("stopped; every change is in the replica", "replica", store.String(), "shipped_txid", h.Pos.TXID.String())
-	}
-	return nil
+	return s.Run(ctx)
 }
-
-// flushTimeout bounds the shutdown compaction: exit comes within half a
-// second of the final upload (Cloud Run allows 10 s after SIGTERM, and a
-// replica left uncompacted is complete; restores only read more files).
-const flushTimeout = 500 * time.Millisecond
 
 // sidecarHeapLimit is the sidecar's soft heap target. Its working set is a
 // few bounded buffers per database, so a garbage heap far above it is only

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +20,9 @@ import (
 // second waits for the first to release it on exit (or for it to expire),
 // or with -lease-fail-fast exits at once. `sluice run` takes the lease
 // before its boot restore, so it restores the first container's final state.
-// Once the lease is lost, the store refuses every write (an LTX create
-// fails as if the key were taken, so the engine stops as fenced: exit 3).
+// Once the lease is lost, the store refuses every write (lease.GuardStore,
+// through package replicated: an LTX create fails as if the key were taken,
+// so the engine stops as fenced: exit 3).
 
 // exitLeaseHeld is the exit code of -lease-fail-fast when another process holds the lease.
 const exitLeaseHeld = 4
@@ -92,18 +91,17 @@ func (s *sidecarLeases) acquire(ctx context.Context, path string, store replica.
 	return nil
 }
 
-// guard wraps store so that it refuses writes once path's lease is lost.
-func (s *sidecarLeases) guard(path string, store replica.Store) replica.Store {
+// take hands path's lease over to the stream that replicates it, which
+// releases it after its final upload (nil without -lease).
+func (s *sidecarLeases) take(path string) *lease.Lease {
 	if s == nil {
-		return store
+		return nil
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	l := s.held[path]
-	s.mu.Unlock()
-	if l == nil {
-		return store
-	}
-	return leasedStore{Store: store, lease: l}
+	delete(s.held, path)
+	return l
 }
 
 // release gives path's lease up (after its final upload).
@@ -138,52 +136,4 @@ func (s *sidecarLeases) releaseAll(log *slog.Logger) {
 	for _, p := range paths {
 		s.release(p, log)
 	}
-}
-
-// leasedStore refuses writes without a valid lease. A refused LTX create
-// wraps replica.ErrExists, which the engine treats as fenced.
-type leasedStore struct {
-	replica.Store
-	lease *lease.Lease
-}
-
-func (s leasedStore) check(key string) error {
-	if s.lease.Valid() {
-		return nil
-	}
-	err := fmt.Errorf("%w: %s in %s not written", lease.ErrLost, key, s.Store)
-	if strings.HasPrefix(key, replica.LTXDir+"/") {
-		return fmt.Errorf("%w (%w)", err, replica.ErrExists)
-	}
-	return err
-}
-
-func (s leasedStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
-		return replica.ObjectInfo{}, err
-	}
-	return s.Store.PutIfAbsent(ctx, key, r, size)
-}
-
-func (s leasedStore) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
-		return replica.ObjectInfo{}, err
-	}
-	return s.Store.PutIfMatch(ctx, key, r, size, etag)
-}
-
-func (s leasedStore) Put(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
-		return replica.ObjectInfo{}, err
-	}
-	return s.Store.Put(ctx, key, r, size)
-}
-
-func (s leasedStore) Delete(ctx context.Context, keys ...string) error {
-	if len(keys) > 0 {
-		if err := s.check(keys[0]); err != nil {
-			return err
-		}
-	}
-	return s.Store.Delete(ctx, keys...)
 }

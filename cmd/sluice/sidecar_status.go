@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica/watch"
+	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/server/metrics"
 )
 
@@ -25,12 +25,12 @@ type sidecarStatus struct {
 
 	mu      sync.Mutex
 	targets []string
-	reps    map[string]*engine.Replicator
+	reps    map[string]*replicated.Stream
 	watches map[string]*watch.Watch
 }
 
 func newSidecarStatus(targets []dbTarget, ff failFlags) *sidecarStatus {
-	s := &sidecarStatus{budget: ff.budget, probe: ff.addr != "", reps: map[string]*engine.Replicator{}, watches: map[string]*watch.Watch{}}
+	s := &sidecarStatus{budget: ff.budget, probe: ff.addr != "", reps: map[string]*replicated.Stream{}, watches: map[string]*watch.Watch{}}
 	for _, t := range targets {
 		s.targets = append(s.targets, t.Path)
 	}
@@ -38,7 +38,7 @@ func newSidecarStatus(targets []dbTarget, ff failFlags) *sidecarStatus {
 	return s
 }
 
-func (s *sidecarStatus) add(path string, r *engine.Replicator, w *watch.Watch) {
+func (s *sidecarStatus) add(path string, r *replicated.Stream, w *watch.Watch) {
 	if s == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replicated"
 )
 
 // database is one hosted database: a writer goroutine that runs write groups,
@@ -21,7 +22,7 @@ type database struct {
 	opts  *Options
 	log   *slog.Logger
 	store replica.Store
-	rep   Replicator
+	rep   *replicated.DB
 
 	writer  *conn
 	readers chan *conn
@@ -41,8 +42,7 @@ type database struct {
 	unshipped       int       // commits not yet accepted by the store
 	oldestUnshipped time.Time // when the oldest of them committed
 
-	compactStop func(flush bool)
-	deleting    atomic.Bool // Delete is closing it: its replica may be purged next
+	deleting atomic.Bool // Delete is closing it: its replica may be purged next
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
 	host       *Host
@@ -200,7 +200,7 @@ func (db *database) stats() Stats {
 }
 
 // close stops intake, lets the writer finish what is queued, ships it, and
-// closes every connection and the replicator.
+// closes every connection and its replication.
 func (db *database) close(ctx context.Context) error {
 	db.gate.Lock()
 	already := db.closed
@@ -217,7 +217,7 @@ func (db *database) close(ctx context.Context) error {
 }
 
 // finishClose waits for the writer and shipper to drain what was queued,
-// then closes sessions, the replicator (its final Sync) and connections.
+// then closes sessions, the replication (its final Sync) and connections.
 func (db *database) finishClose(ctx context.Context) error {
 	<-db.done
 	db.sessMu.Lock()
@@ -229,13 +229,10 @@ func (db *database) finishClose(ctx context.Context) error {
 	for _, s := range open {
 		s.Close(ctx)
 	}
-	err := db.rep.Close(ctx)
-	if db.compactStop != nil {
-		// Merging level 0 after the close is for a replica this process
-		// keeps: not one about to be purged, or one whose lease is released
-		// next (another instance may own it then).
-		db.compactStop(!db.deleting.Load() && db.host.leases == nil)
-	}
+	// The final upload, then compaction stopped and the lease released.
+	// Merging level 0 afterwards is for a replica this process keeps: not
+	// one about to be purged (nor one whose lease passes on: replicated.DB).
+	err := db.rep.Close(ctx, db.deleting.Load())
 	db.writer.close()
 	close(db.readers)
 	for c := range db.readers {

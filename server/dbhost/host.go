@@ -161,7 +161,7 @@ func (h *Host) slots() *uploadSlots {
 // New returns a Host; databases open lazily on first use.
 func New(opts Options) (*Host, error) {
 	opts.setDefaults()
-	if opts.Store == nil || opts.Replication.Open == nil || opts.Replication.Restore == nil {
+	if opts.Store == nil || opts.Replication.Restore == nil {
 		return nil, errNoReplication
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
@@ -336,7 +336,7 @@ func createEmpty(path string) error {
 	return execSimple(c.c, "PRAGMA user_version=0")
 }
 
-// start opens the replicator and connections; on a diverged local file
+// start opens its replication and connections; on a diverged local file
 // (sync mode: the bucket is the truth) it moves the file aside and restores.
 func (h *Host) start(ctx context.Context, name, path string, store replica.Store, log *slog.Logger) (*database, error) {
 	release, err := h.reserveSlot(ctx, name)
@@ -347,17 +347,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
 		sessions: map[*session]struct{}{}, host: h}
 	db.touch()
-	var notify func(replica.LTXFile)
-	onShip := func(f replica.LTXFile) {
-		if h.opts.Observer != nil {
-			h.opts.Observer.Shipped(name, f)
-		}
-		if notify != nil {
-			notify(f)
-		}
-	}
-	requireMatch := h.opts.Durability == Sync
-	rep, err := h.opts.Replication.Open(ctx, path, store, requireMatch, onShip)
+	rep, err := h.openReplication(ctx, db)
 	if h.opts.Replication.diverged(err) {
 		aside := fmt.Sprintf("%s.diverged-%d", path, time.Now().Unix())
 		log.Warn("local database differs from its replica; moving it aside and restoring the replica (the bucket is the truth in sync mode)",
@@ -370,7 +360,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		if _, rerr := h.restore(ctx, store, path, log); rerr != nil {
 			return nil, rerr
 		}
-		rep, err = h.opts.Replication.Open(ctx, path, store, requireMatch, onShip)
+		rep, err = h.openReplication(ctx, db)
 	}
 	if err != nil {
 		if h.opts.Replication.fenced(err) {
@@ -378,16 +368,10 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		}
 		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
 	}
-	if h.leases != nil {
-		rep = h.leases.wrap(name, store, rep)
-	}
 	db.rep = rep
 	if err := db.openConns(); err != nil {
-		rep.Close(ctx)
+		rep.Close(ctx, false)
 		return nil, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(name)+": "+err.Error())
-	}
-	if h.opts.Replication.Compact != nil {
-		notify, db.compactStop = h.opts.Replication.Compact(store, name)
 	}
 	db.writeCh = make(chan *writeReq, 4*h.opts.MaxGroupRequests)
 	db.shipCh = make(chan *group, 1024)

@@ -9,10 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
-	"github.com/superfly/ltx"
 )
 
 // Leases: with Options.Lease set, a database is opened for writing only by
@@ -22,7 +20,8 @@ import (
 // once it has it, it catches up from the bucket (the engine finds the local
 // file behind and it is restored) and opens the database. A holder that
 // loses its lease, or is fenced by the conditional create of an LTX file,
-// stops writing, drops its local copy and goes back to waiting.
+// stops writing (its store refuses writes: lease.GuardStore, through
+// package replicated), drops its local copy and goes back to waiting.
 
 // CodeNotLeader: another instance holds the database's lease.
 const CodeNotLeader = "NOT_LEADER"
@@ -169,120 +168,50 @@ func (t *leaseTable) startWaiter(name string, store replica.Store, holder lease.
 	}()
 }
 
-// wrap makes rep stop shipping once the lease is no longer valid, and
-// demotes the database when the lease is lost or an upload is fenced.
-func (t *leaseTable) wrap(name string, store replica.Store, rep Replicator) Replicator {
+// lease returns name's lease while this instance holds it (nil otherwise).
+// The database opened under it releases it when it closes (replicated.DB).
+func (t *leaseTable) lease(name string) *lease.Lease {
 	t.mu.Lock()
-	l := t.held[name]
-	t.mu.Unlock()
-	if l == nil {
-		return rep
+	defer t.mu.Unlock()
+	return t.held[name]
+}
+
+// demote is the database's reaction to losing l (replicated.Options.
+// OnLeaseLost, called once, on its own goroutine): the lease guard already
+// refuses every write, so it takes the database out of service, drops its
+// local files (the bucket is the truth) and waits for the lease again.
+func (t *leaseTable) demote(db *database, l *lease.Lease, cause error) {
+	h := t.h
+	if h.isClosed() {
+		return
 	}
-	lr := &leasedReplicator{Replicator: rep, lease: l, table: t, name: name, store: store}
-	go func() {
-		select {
-		case <-l.Lost():
-			t.mu.Lock()
-			mine := t.held[name] == l // a released lease was removed from held first
-			t.mu.Unlock()
-			if mine {
-				lr.demote(l.Err())
-			}
-		case <-t.ctx.Done():
-		}
-	}()
-	return lr
-}
-
-// leasedReplicator refuses to ship without a valid lease: an upload runs
-// only until the lease's local deadline, so the holder stops before a
-// contender may take over.
-type leasedReplicator struct {
-	Replicator
-	lease *lease.Lease
-	table *leaseTable
-	name  string
-	store replica.Store
-	once  sync.Once
-}
-
-// errLeaseLost wraps the engine's fenced error so the write path treats it
-// exactly like a lost conditional create.
-type errLeaseLost struct{ cause, fenced error }
-
-func (e errLeaseLost) Error() string {
-	return "lease lost (" + e.cause.Error() + "): " + e.fenced.Error()
-}
-func (e errLeaseLost) Unwrap() error { return e.fenced }
-
-func (r *leasedReplicator) Sync(ctx context.Context) (ltx.Pos, error) {
-	if !r.lease.Valid() {
-		err := r.fenceErr(fmt.Errorf("%w: this instance no longer holds the lease of %s", lease.ErrLost, r.store))
-		r.demote(err)
-		return r.Replicator.Pos(), err
+	log := h.opts.Logger.With("db", db.name)
+	log.Error("this instance lost the write role; nothing more is acknowledged here. Dropping the local copy and following the new holder",
+		"err", cause)
+	unlock := h.lock(db.name)
+	h.mu.Lock()
+	mine := h.dbs[db.name] == db
+	if mine {
+		delete(h.dbs, db.name)
 	}
-	pos, err := r.Replicator.Sync(ctx)
-	if r.table.h.opts.Replication.fenced(err) {
-		r.demote(err)
-	}
-	return pos, err
-}
-
-func (r *leasedReplicator) fenceErr(cause error) error {
-	return errLeaseLost{cause: cause, fenced: engine.ErrFenced}
-}
-
-// Close ships what is left only while the lease is valid; without it, the
-// final upload is cut short (a cancelled context) so nothing is written.
-func (r *leasedReplicator) Close(ctx context.Context) error {
-	if !r.lease.Valid() {
-		cancelled, cancel := context.WithCancel(ctx)
+	h.mu.Unlock()
+	if mine {
+		db.fenced.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = db.close(ctx)
 		cancel()
-		ctx = cancelled
-	}
-	return r.Replicator.Close(ctx)
-}
-
-// demote runs once: it takes the database out of service, drops its local
-// files (the bucket is the truth) and waits for the lease again.
-func (r *leasedReplicator) demote(cause error) {
-	r.once.Do(func() {
-		h := r.table.h
-		if h.isClosed() {
-			return
+		for _, suffix := range localFileSuffixes {
+			_ = os.Remove(db.path + suffix)
 		}
-		log := h.opts.Logger.With("db", r.name)
-		log.Error("this instance lost the write role; nothing more is acknowledged here. Dropping the local copy and following the new holder",
-			"err", cause)
-		go func() {
-			unlock := h.lock(r.name)
-			h.mu.Lock()
-			db := h.dbs[r.name]
-			if db != nil && db.rep == Replicator(r) {
-				delete(h.dbs, r.name)
-			} else {
-				db = nil
-			}
-			h.mu.Unlock()
-			if db != nil {
-				db.fenced.Store(true)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_ = db.close(ctx)
-				cancel()
-				for _, suffix := range localFileSuffixes {
-					_ = os.Remove(db.path + suffix)
-				}
-			}
-			r.table.mu.Lock()
-			if r.table.held[r.name] == r.lease {
-				delete(r.table.held, r.name)
-			}
-			r.table.mu.Unlock()
-			unlock()
-			rec, _, _ := lease.Read(context.Background(), r.store)
-			r.table.startWaiter(r.name, r.store, rec)
-		}()
-	})
+	}
+	t.mu.Lock()
+	if t.held[db.name] == l {
+		delete(t.held, db.name)
+	}
+	t.mu.Unlock()
+	unlock()
+	rec, _, _ := lease.Read(context.Background(), db.store)
+	t.startWaiter(db.name, db.store, rec)
 }
 
 func (h *Host) isClosed() bool {

@@ -3,49 +3,55 @@ package dbhost
 import (
 	"context"
 	"errors"
+	"log/slog"
 
+	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica"
-	"github.com/superfly/ltx"
+	"github.com/sluicedb/sluice/replicated"
+	"github.com/sluicedb/sluice/restore"
 )
 
-// Replicator is what a hosted database needs from the capture engine
-// (engine.DB): ship every committed frame as one LTX file, report the
-// shipped position, and stop.
-type Replicator interface {
-	Sync(ctx context.Context) (ltx.Pos, error)
-	Pos() ltx.Pos
-	Close(ctx context.Context) error
-}
-
-// Replication connects the host to the engine, restore and compaction. The
-// functions are injected (see EngineReplication) so this package's write
-// path reads on its own and the wiring lives in one place.
+// Replication says how the host replicates and restores its databases.
+// Each open database is one replicated.DB (capture, ship, compaction, the
+// lease guard); Restore is a field so tests can count or refuse restores.
 type Replication struct {
-	// Open starts capturing path into store. With requireMatch it fails with an
-	// error for which IsDiverged is true when the local file and the replica differ.
-	Open func(ctx context.Context, path string, store replica.Store, requireMatch bool, onShip func(replica.LTXFile)) (Replicator, error)
+	// Logger is the engine's (it adds each database's path itself).
+	Logger *slog.Logger
 	// Restore writes the replica's latest state to path (which must not
-	// exist); an empty replica is an error for which IsNoReplica is true.
+	// exist); an empty replica is an error matching restore.ErrNoReplica.
 	Restore func(ctx context.Context, store replica.Store, path string) error
-	// Compact starts compaction and retention for one database's replica;
-	// notify receives each shipped file. stop(true) ends it, perhaps merging
-	// what the database shipped afterwards; stop(false) returns only once
-	// nothing of it writes the replica any more. Nil: none.
-	Compact func(store replica.Store, name string) (notify func(replica.LTXFile), stop func(flush bool))
-
-	IsFenced, IsDiverged, IsNoReplica func(error) bool
+	// Compaction compacts and prunes each open database's replica. Nil: none.
+	Compaction *replicated.Compaction
 }
 
-func (r Replication) fenced(err error) bool {
-	return err != nil && r.IsFenced != nil && r.IsFenced(err)
-}
+func (r Replication) fenced(err error) bool { return errors.Is(err, engine.ErrFenced) }
 
-func (r Replication) diverged(err error) bool {
-	return err != nil && r.IsDiverged != nil && r.IsDiverged(err)
-}
+func (r Replication) diverged(err error) bool { return errors.Is(err, engine.ErrDiverged) }
 
-func (r Replication) noReplica(err error) bool {
-	return err != nil && r.IsNoReplica != nil && r.IsNoReplica(err)
-}
+func (r Replication) noReplica(err error) bool { return errors.Is(err, restore.ErrNoReplica) }
 
-var errNoReplication = errors.New("dbhost: Options.Replication.Open is not set")
+var errNoReplication = errors.New("dbhost: Options.Replication.Restore is not set")
+
+// openReplication starts replicating db (see replicated.Open). With leases,
+// its writes go through its lease's guard, and losing the lease demotes it.
+func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.DB, error) {
+	opts := replicated.Options{
+		Name:         db.name,
+		Logger:       h.opts.Replication.Logger,
+		Store:        db.store,
+		RequireMatch: h.opts.Durability == Sync,
+		Compaction:   h.opts.Replication.Compaction,
+		OnShip: func(f replica.LTXFile) {
+			if h.opts.Observer != nil {
+				h.opts.Observer.Shipped(db.name, f)
+			}
+		},
+	}
+	if h.leases != nil {
+		if l := h.leases.lease(db.name); l != nil {
+			opts.Lease = l
+			opts.OnLeaseLost = func(cause error) { h.leases.demote(db, l, cause) }
+		}
+	}
+	return replicated.Open(ctx, db.path, opts)
+}

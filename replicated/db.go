@@ -1,0 +1,58 @@
+package replicated
+
+import (
+	"context"
+	"errors"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/engine"
+)
+
+// DB is a replicated database whose owner ships after each commit: Sync
+// uploads everything committed as one LTX file.
+type DB struct {
+	core *core
+	eng  *engine.DB
+}
+
+// Open starts replicating the database at path: it ships what the replica
+// lacks, then starts compaction and the lease watch. Errors match
+// engine.ErrDiverged (Options.RequireMatch) and engine.ErrFenced.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	c := newCore(opts)
+	eng, err := engine.Open(ctx, path, c.store, engine.Options{
+		Logger:       c.opts.Logger,
+		RequireMatch: opts.RequireMatch,
+		OnShip:       c.shipped,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.start(context.Background())
+	return &DB{core: c, eng: eng}, nil
+}
+
+// Sync ships every committed frame not shipped yet and returns the position
+// the store has accepted. Once the lease is lost, the upload is refused and
+// the error matches engine.ErrFenced, as when another writer took the TXID.
+func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
+	pos, err := d.eng.Sync(ctx)
+	if d.core.opts.Lease != nil && errors.Is(err, engine.ErrFenced) {
+		d.core.leaseLost(err)
+	}
+	return pos, err
+}
+
+// Pos is the position the store has accepted; it takes no lock.
+func (d *DB) Pos() ltx.Pos { return d.eng.Pos() }
+
+// Close ships what is left (refused once the lease is lost), stops
+// compaction and releases the lease. forget: the replica is about to be
+// purged, so compaction writes nothing more; otherwise a scheduler merges
+// what level 0 holds later, unless the lease passes to another instance.
+func (d *DB) Close(ctx context.Context, forget bool) error {
+	err := d.eng.Close(ctx)
+	d.core.finish(ctx, !forget)
+	return err
+}

@@ -1,0 +1,186 @@
+// Package replicated opens one replicated database: capture and ship
+// (engine), compaction and retention (compact), the writer lease's guard
+// (lease.GuardStore), fan-out of every shipped file to the caller, and an
+// orderly shutdown: the final upload, compaction stopped (or flushed), then
+// the lease released. The sidecar (cmd/sluice: replicate, run) and the
+// server (server/dbhost) both assemble a database through it, so the rules
+// of ARCHITECTURE.md (one history, nothing written once the lease is lost)
+// are kept in one place.
+//
+// Two shapes share that assembly: DB, whose owner ships after each commit
+// (the server's write path), and Stream, which ships a database another
+// process writes on an interval (the sidecar).
+package replicated
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/compact"
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Options configure one replicated database.
+type Options struct {
+	// Name identifies the database in compaction logs and in a shared
+	// compaction scheduler (the server's database name, the sidecar's path).
+	Name   string
+	Logger *slog.Logger // the engine adds the database's path itself
+	Store  replica.Store
+	// Lease, if set, is the database's writer lease, already held: every
+	// write to Store goes through lease.GuardStore, and the shutdown
+	// releases it once the final upload is done. If Open fails, the lease
+	// stays the caller's to release.
+	Lease *lease.Lease
+	// OnLeaseLost is called once, on a goroutine of its own, when the
+	// database stops being the writer while open: its lease was lost, or
+	// (with a lease) an upload was fenced by another writer. A shutdown's
+	// own release is not a loss.
+	OnLeaseLost func(cause error)
+	// RequireMatch makes Open fail with an error matching engine.ErrDiverged
+	// when the local file and the replica differ (DB only).
+	RequireMatch bool
+	// Compaction, if set, compacts and prunes the replica. Nil: none.
+	Compaction *Compaction
+	// OnShip learns every file the store accepted (metrics). It runs on the
+	// shipping goroutine with the engine's lock held: it must be quick and
+	// must not call back into the database.
+	OnShip func(replica.LTXFile)
+}
+
+// Compaction says how a replica is compacted.
+type Compaction struct {
+	Config compact.Config
+	// Scheduler runs the passes beside other databases' on a few shared
+	// workers (the server). Nil: the database compacts on its own timer,
+	// and a graceful stop merges its level 0 before the lease is released
+	// (the sidecar).
+	Scheduler *compact.Scheduler
+}
+
+// shutdownFlushTimeout bounds the merge of level 0 when a database with its
+// own compaction timer stops: exit comes within half a second of the final
+// upload (Cloud Run allows 10 s after SIGTERM, and a replica left
+// uncompacted is complete; restores only read more files).
+const shutdownFlushTimeout = 500 * time.Millisecond
+
+// releaseTimeout bounds the lease release at shutdown.
+const releaseTimeout = 10 * time.Second
+
+// core is what DB and Stream share: the guarded store, compaction, the
+// lease watch and the shutdown.
+type core struct {
+	opts  Options
+	log   *slog.Logger // with "db" = Name
+	store replica.Store
+
+	comp        *compact.Compactor // nil: no compaction
+	compRelease func(flush bool)   // the scheduler's handle
+	compStop    context.CancelFunc // the database's own compaction timer
+	compDone    chan struct{}
+
+	closing  atomic.Bool
+	closed   chan struct{} // ends the lease watch
+	lostOnce sync.Once
+	finished sync.Once
+}
+
+func newCore(opts Options) *core {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &core{opts: opts, log: opts.Logger.With("db", opts.Name), store: opts.Store, closed: make(chan struct{})}
+	if opts.Lease != nil {
+		c.store = lease.GuardStore(opts.Store, opts.Lease)
+	}
+	if opts.Compaction != nil {
+		// Compaction writes the history too: through the guard.
+		c.comp = compact.New(c.store, opts.Compaction.Config, c.log)
+	}
+	return c
+}
+
+// shipped fans one accepted file out to compaction and the caller.
+func (c *core) shipped(f replica.LTXFile) {
+	if c.comp != nil {
+		c.comp.Notify(f)
+	}
+	if c.opts.OnShip != nil {
+		c.opts.OnShip(f)
+	}
+}
+
+// start runs compaction (its own timer stops when ctx ends) and watches the lease.
+func (c *core) start(ctx context.Context) {
+	if c.comp != nil {
+		if s := c.opts.Compaction.Scheduler; s != nil {
+			c.compRelease = s.Add(c.opts.Name, c.comp)
+		} else {
+			cctx, stop := context.WithCancel(ctx)
+			c.compStop, c.compDone = stop, make(chan struct{})
+			go func() {
+				defer close(c.compDone)
+				_ = c.comp.Run(cctx)
+			}()
+		}
+	}
+	if l := c.opts.Lease; l != nil {
+		go func() {
+			select {
+			case <-l.Lost():
+				if !c.closing.Load() {
+					c.leaseLost(l.Err())
+				}
+			case <-c.closed:
+			}
+		}()
+	}
+}
+
+// leaseLost reports the end of the write role, once.
+func (c *core) leaseLost(cause error) {
+	if c.opts.OnLeaseLost == nil || c.closing.Load() {
+		return
+	}
+	c.lostOnce.Do(func() { go c.opts.OnLeaseLost(cause) })
+}
+
+// finish runs after the final upload: it stops compaction, merging level 0
+// first when flush is set and this process keeps the replica, then
+// releases the lease. Safe to call twice.
+func (c *core) finish(ctx context.Context, flush bool) {
+	c.finished.Do(func() {
+		c.closing.Store(true)
+		close(c.closed)
+		switch {
+		case c.compRelease != nil:
+			// The scheduler merges a released database's level 0 later, on
+			// its own: not for a replica whose lease is released next, which
+			// another instance may own by then.
+			c.compRelease(flush && c.opts.Lease == nil)
+		case c.compStop != nil:
+			c.compStop()
+			<-c.compDone
+			if flush {
+				// Fold this run's per-sync files into one, so the next boot
+				// restores from a few objects rather than one per sync.
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
+				if err := c.comp.Flush(fctx, time.Now()); err != nil {
+					c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
+				}
+				cancel()
+			}
+		}
+		if l := c.opts.Lease; l != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			if err := l.Release(rctx); err != nil {
+				c.log.Warn("releasing the lease failed; the next holder waits for it to expire", "err", err)
+			}
+			cancel()
+		}
+	})
+}
