@@ -3,11 +3,13 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/jsonapi"
 	"github.com/sluicedb/sluice/server/metrics"
@@ -33,7 +35,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + err.Error()})
 		return true, nil
 	}
 	hrana := !strings.HasPrefix(r.URL.Path, "/v1/databases/")
@@ -43,8 +45,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	var bookmark uint64
 	if v := r.Header.Get(jsonapi.BookmarkHeader); v != "" {
 		if bookmark, err = strconv.ParseUint(v, 10, 64); err != nil {
-			writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest,
-				Message: jsonapi.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"})
+			writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: jsonapi.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"})
 			return true, body
 		}
 	}
@@ -54,8 +55,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	}
 	view, err := s.host.ReadReplica(r.Context(), name, dbhost.Bookmark(bookmark))
 	if err != nil {
-		var e *dbhost.Error
-		if bookmark > 0 && asError(err, &e) && e.Code == dbhost.CodeLagging {
+		if bookmark > 0 && errors.Is(err, dberr.ErrLagging) {
 			writeError(w, r, err)
 			return true, body
 		}
@@ -81,14 +81,6 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	w.WriteHeader(buf.status)
 	w.Write(buf.body.Bytes())
 	return true, body
-}
-
-func asError(err error, target **dbhost.Error) bool {
-	e, ok := err.(*dbhost.Error)
-	if ok {
-		*target = e
-	}
-	return ok
 }
 
 // hranaReplicationIndex is the highest replication_index a Hrana request

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -95,7 +96,7 @@ func (h *handoffState) drain(ctx context.Context) {
 func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name string, deadline time.Time) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + err.Error()})
 		return
 	}
 	store := dbhost.Sub(s.store, name)
@@ -109,8 +110,7 @@ func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name st
 		}
 		if now.After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusServiceUnavailable,
-				Message: "this instance is shutting down and no other instance has taken database " + name + " over yet; retry"})
+			writeError(w, r, &dberr.Error{Code: dberr.CodeUnavailable, Message: "this instance is shutting down and no other instance has taken database " + name + " over yet; retry"})
 			return
 		}
 		select {

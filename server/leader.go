@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httperr"
 )
 
 // One writer per database: each instance writes a database only while it
@@ -127,7 +129,7 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 				if body == nil {
 					b, rerr := io.ReadAll(r.Body)
 					if rerr != nil {
-						writeError(w, r, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + rerr.Error()})
+						writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + rerr.Error()})
 						return
 					}
 					body = b
@@ -175,8 +177,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, to
 		if errors.As(err, &op) && op.Op == "dial" {
 			return false
 		}
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusBadGateway,
-			Message: "forwarding to the database's writer " + to.URL + " failed mid-request (" + err.Error() + "); the write may or may not have been applied"})
+		// 502, not UNAVAILABLE's 503: the write may have been applied.
+		writeError(w, r, httperr.WithStatus(http.StatusBadGateway, dberr.New(dberr.CodeUnavailable,
+			"forwarding to the database's writer "+to.URL+" failed mid-request ("+err.Error()+"); the write may or may not have been applied")))
 		return true
 	}
 	defer resp.Body.Close()

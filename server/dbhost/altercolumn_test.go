@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // libSQL's ALTER COLUMN, as drizzle-kit sends it for libSQL databases:
@@ -72,8 +74,8 @@ func TestAlterColumnAsLibSQL(t *testing.T) {
 func queryText(t testing.TB, db Database, sql string) string {
 	t.Helper()
 	var s string
-	if _, err := db.Read(context.Background(), func(c Conn) error {
-		res, err := c.Exec(context.Background(), Stmt{SQL: sql, WantRows: true})
+	if _, err := db.Read(context.Background(), func(c sqlconn.Conn) error {
+		res, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: sql, WantRows: true})
 		if err == nil && len(res.Rows) > 0 {
 			s = res.Rows[0][0].Text
 		}

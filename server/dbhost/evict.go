@@ -3,10 +3,12 @@ package dbhost
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime/debug"
 	"sort"
 	"time"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Many databases on one server: an open database holds about twenty
@@ -86,12 +88,12 @@ func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), er
 		}
 		h.mu.Unlock()
 		if time.Now().After(deadline) {
-			return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, fmt.Sprintf(
+			return nil, dberr.New(dberr.CodeUnavailable, fmt.Sprintf(
 				"database %s: all %d open databases are busy; retry, or raise max_open_databases (and the descriptor limit)", quote(name), h.opts.MaxOpen))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, sqlError(ctx.Err(), false)
+			return nil, sqlconn.Translate(ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

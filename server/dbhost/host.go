@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Durability says when a write is acknowledged.
@@ -206,7 +207,7 @@ func (h *Host) cached(name string) (*database, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "server is shutting down")
+		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
 	}
 	db := h.dbs[name]
 	if db != nil {
@@ -215,8 +216,8 @@ func (h *Host) cached(name string) (*database, error) {
 	return db, nil
 }
 
-func notFound(name string) *Error {
-	return errorf(CodeNotFound, http.StatusNotFound, "database "+quote(name)+" does not exist here or in the replica; create it with PUT /v1/databases/"+name)
+func notFound(name string) *dberr.Error {
+	return dberr.New(dberr.CodeNotFound, "database "+quote(name)+" does not exist here or in the replica; create it with PUT /v1/databases/"+name)
 }
 
 // Get returns the database, opening the local file or restoring it from the
@@ -261,10 +262,10 @@ func (h *Host) Create(ctx context.Context, name string) (Database, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nil, errorf(CodeExists, http.StatusConflict, "database "+quote(name)+" already exists")
+		return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists")
 	}
 	if _, err := os.Stat(h.path(name)); err == nil {
-		return nil, errorf(CodeExists, http.StatusConflict, "database "+quote(name)+" already exists")
+		return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists")
 	}
 	return h.open(ctx, name, true, true)
 }
@@ -300,14 +301,14 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 			return nil, notFound(name)
 		case !restored:
 			if err := createEmpty(path); err != nil {
-				return nil, errorf("INTERNAL", http.StatusInternalServerError, "create database "+quote(name)+": "+err.Error())
+				return nil, dberr.New(dberr.CodeInternal, "create database "+quote(name)+": "+err.Error())
 			}
 			log.Info("created database", "path", path)
 		case exclusive:
 			if _, err := h.start(ctx, name, path, store, log); err != nil {
 				return nil, err
 			}
-			return nil, errorf(CodeExists, http.StatusConflict, "database "+quote(name)+" already exists in the replica; it was restored")
+			return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists in the replica; it was restored")
 		}
 	}
 	return h.start(ctx, name, path, store, log)
@@ -321,8 +322,7 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 		return false, nil
 	}
 	if err != nil {
-		return false, errorf(CodeUnavailable, http.StatusServiceUnavailable,
-			fmt.Sprintf("restore of %s from %s failed: %v; check the replica and retry", filepath.Base(path), store, err))
+		return false, dberr.New(dberr.CodeUnavailable, fmt.Sprintf("restore of %s from %s failed: %v; check the replica and retry", filepath.Base(path), store, err))
 	}
 	log.Info("restored database from replica", "replica", store.String(), "took", time.Since(start))
 	return true, nil
@@ -331,12 +331,12 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 // createEmpty creates a WAL-mode database with its first page written, so
 // the engine has something to snapshot.
 func createEmpty(path string) error {
-	c, err := openConn(path, ownWriter, 5*time.Second)
+	c, err := sqlconn.Open(path, sqlconn.OwnWriter, 5*time.Second)
 	if err != nil {
 		return err
 	}
-	defer c.close()
-	return execSimple(c.c, "PRAGMA user_version=0")
+	defer c.Close()
+	return c.Run("PRAGMA user_version=0")
 }
 
 // start opens the replicator and connections; on a diverged local file
@@ -367,7 +367,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 			"aside", aside, "err", err)
 		for _, suffix := range localFileSuffixes {
 			if rerr := os.Rename(path+suffix, aside+suffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				return nil, errorf("INTERNAL", http.StatusInternalServerError, "move diverged database aside: "+rerr.Error())
+				return nil, dberr.New(dberr.CodeInternal, "move diverged database aside: "+rerr.Error())
 			}
 		}
 		if _, rerr := h.restore(ctx, store, path, log); rerr != nil {
@@ -377,9 +377,9 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	}
 	if err != nil {
 		if h.opts.Replication.fenced(err) {
-			return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": another writer owns its replica (fenced): "+err.Error())
+			return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": another writer owns its replica (fenced): "+err.Error())
 		}
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
+		return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
 	}
 	if h.leases != nil {
 		rep = h.leases.wrap(name, store, rep)
@@ -387,7 +387,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	db.rep = rep
 	if err := db.openConns(); err != nil {
 		rep.Close(ctx)
-		return nil, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(name)+": "+err.Error())
+		return nil, dberr.New(dberr.CodeInternal, "database "+quote(name)+": "+err.Error())
 	}
 	if h.opts.Replication.Compact != nil {
 		notify, db.compactStop = h.opts.Replication.Compact(store, name)
@@ -405,19 +405,19 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 }
 
 func (db *database) openConns() error {
-	w, err := openConn(db.path, sharedWriter, db.opts.StatementTimeout)
+	w, err := sqlconn.Open(db.path, sqlconn.SharedWriter, db.opts.StatementTimeout)
 	if err != nil {
 		return err
 	}
 	db.writer = w
-	db.readers = make(chan *conn, db.opts.ReadConns)
+	db.readers = make(chan *sqlconn.Handle, db.opts.ReadConns)
 	for i := 0; i < db.opts.ReadConns; i++ {
-		r, err := openConn(db.path, sharedReader, db.opts.StatementTimeout)
+		r, err := sqlconn.Open(db.path, sqlconn.SharedReader, db.opts.StatementTimeout)
 		if err != nil {
-			w.close()
+			w.Close()
 			close(db.readers)
 			for c := range db.readers {
-				c.close()
+				c.Close()
 			}
 			return err
 		}
@@ -458,8 +458,7 @@ func (h *Host) List(ctx context.Context) ([]Info, error) {
 	}
 	remote, err := h.replicaNames(ctx)
 	if err != nil {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable,
-			"list the databases in the replica "+h.opts.Store.String()+": "+err.Error()+"; retry")
+		return nil, dberr.New(dberr.CodeUnavailable, "list the databases in the replica "+h.opts.Store.String()+": "+err.Error()+"; retry")
 	}
 	for name := range remote {
 		if !local[name] {
@@ -527,7 +526,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	for _, suffix := range localFileSuffixes {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return errorf("INTERNAL", http.StatusInternalServerError, "delete "+path+suffix+": "+err.Error())
+			return dberr.New(dberr.CodeInternal, "delete "+path+suffix+": "+err.Error())
 		}
 	}
 	if purge {
@@ -542,7 +541,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 			err = store.Delete(ctx, keys...)
 		}
 		if err != nil {
-			return errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+" deleted locally but purging its replica "+store.String()+" failed: "+err.Error()+"; retry with ?purge=true")
+			return dberr.New(dberr.CodeUnavailable, "database "+quote(name)+" deleted locally but purging its replica "+store.String()+" failed: "+err.Error()+"; retry with ?purge=true")
 		}
 	}
 	h.opts.Logger.Info("deleted database", "db", name, "purged_replica", purge)

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // One connection keeps one interrupt channel; after a statement was
@@ -24,16 +27,16 @@ func TestInterruptRearmsTheConnection(t *testing.T) {
 	}
 	long := "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT count(*) FROM r"
 	read := func(ctx context.Context, sql string) error {
-		_, err := db.Read(context.Background(), func(c Conn) error {
-			_, err := c.Exec(ctx, Stmt{SQL: sql})
+		_, err := db.Read(context.Background(), func(c sqlconn.Conn) error {
+			_, err := c.Exec(ctx, sqlconn.Stmt{SQL: sql})
 			return err
 		})
 		return err
 	}
 	for round := 0; round < 3; round++ {
 		// The time limit.
-		var e *Error
-		if err := read(context.Background(), long); !errors.As(err, &e) || e.Code != CodeTimeout || !strings.Contains(e.Message, "time limit") {
+		var e *dberr.Error
+		if err := read(context.Background(), long); !errors.As(err, &e) || e.Code != dberr.CodeTimeout || !strings.Contains(e.Message, "time limit") {
 			t.Fatalf("round %d: long read got %v, want the statement time limit", round, err)
 		}
 		if err := read(context.Background(), "SELECT 1"); err != nil {
@@ -44,7 +47,7 @@ func TestInterruptRearmsTheConnection(t *testing.T) {
 		time.AfterFunc(30*time.Millisecond, cancel)
 		start := time.Now()
 		err := read(ctx, long)
-		if !errors.As(err, &e) || e.Code != CodeTimeout || !strings.Contains(e.Message, "cancelled") {
+		if !errors.As(err, &e) || e.Code != dberr.CodeTimeout || !strings.Contains(e.Message, "cancelled") {
 			t.Fatalf("round %d: cancelled read got %v, want an interruption by the caller", round, err)
 		}
 		if d := time.Since(start); d > 700*time.Millisecond {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/superfly/ltx"
 )
 
@@ -24,9 +24,6 @@ import (
 // loses its lease, or is fenced by the conditional create of an LTX file,
 // stops writing, drops its local copy and goes back to waiting.
 
-// CodeNotLeader: another instance holds the database's lease.
-const CodeNotLeader = "NOT_LEADER"
-
 // NotLeaderError says which instance holds a database's lease. It unwraps
 // to a retryable 503 *Error for callers that do not forward.
 type NotLeaderError struct {
@@ -37,7 +34,7 @@ type NotLeaderError struct {
 func (e *NotLeaderError) Error() string { return e.Unwrap().Error() }
 
 func (e *NotLeaderError) Unwrap() error {
-	return errorf(CodeNotLeader, http.StatusServiceUnavailable, fmt.Sprintf(
+	return dberr.New(dberr.CodeNotLeader, fmt.Sprintf(
 		"database %s is written by another instance (%s at %s, lease epoch %d); send writes there or retry",
 		quote(e.Name), e.Leader.Holder, e.Leader.URL, e.Leader.Epoch))
 }
@@ -104,7 +101,7 @@ func (t *leaseTable) acquire(ctx context.Context, name string, store replica.Sto
 		return nil, &NotLeaderError{Name: name, Leader: held.Record}
 	}
 	if err != nil {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": "+err.Error()+"; retry")
+		return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": "+err.Error()+"; retry")
 	}
 	t.mu.Lock()
 	t.held[name] = l

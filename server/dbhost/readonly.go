@@ -2,6 +2,9 @@ package dbhost
 
 import (
 	"context"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // ReadOnly wraps db for a read-only principal: writes run on a read-only
@@ -12,7 +15,7 @@ func ReadOnly(db Database) Database { return readOnlyDB{db} }
 
 type readOnlyDB struct{ Database }
 
-func (r readOnlyDB) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (r readOnlyDB) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	return r.Database.Read(ctx, fn)
 }
 
@@ -20,7 +23,7 @@ func (r readOnlyDB) Session(ctx context.Context) (Session, error) {
 	if d, ok := r.Database.(*database); ok {
 		return d.session(ctx, true)
 	}
-	return nil, errorf(CodeForbidden, 403, "read-only access: interactive sessions are not available")
+	return nil, dberr.New(dberr.CodeForbidden, "read-only access: interactive sessions are not available")
 }
 
 // CurrentBookmark returns the replication position of a database hosted

@@ -28,7 +28,7 @@ func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idem
 	}
 	raw, err := json.Marshal(request)
 	if err != nil {
-		return nil, nil, &Error{Code: "PROTOCOL_ERROR", Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
+		return nil, nil, &Error{Code: CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
 	}
 	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {

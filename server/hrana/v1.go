@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -26,7 +27,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return
 	}
 	if body.Stmt == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: CodeProtocolError, Message: "execute needs a stmt"})
 		return
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
@@ -57,7 +58,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return
 	}
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "batch needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: CodeProtocolError, Message: "batch needs a batch"})
 		return
 	}
 	if e := validateBatch(body.Batch); e != nil {
@@ -98,17 +99,17 @@ func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*ex
 // 400 (as sqld answers them), unavailability and internal failures 5xx.
 func statusOf(e *Error) int {
 	switch e.Code {
-	case "UNAVAILABLE":
+	case dberr.CodeUnavailable:
 		return http.StatusServiceUnavailable
-	case "INTERNAL_ERROR", dbhost.CodeNotDurable:
+	case CodeInternalError, dberr.CodeNotDurable:
 		return http.StatusInternalServerError
-	case dbhost.CodeKeyReused:
+	case dberr.CodeKeyReused:
 		return http.StatusUnprocessableEntity
-	case "TIMEOUT", "TRANSACTION_TIMEOUT", "REQUEST_TIMEOUT":
+	case dberr.CodeTimeout, CodeTransactionTimeout, CodeRequestTimeout:
 		return http.StatusRequestTimeout
-	case "FORBIDDEN":
+	case dberr.CodeForbidden:
 		return http.StatusForbidden
-	case "NOT_FOUND":
+	case dberr.CodeNotFound:
 		return http.StatusNotFound
 	}
 	return http.StatusBadRequest
