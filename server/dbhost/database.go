@@ -46,10 +46,14 @@ type database struct {
 	deleting    atomic.Bool // Delete is closing it: its replica may be purged next
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
-	host       *Host
-	lastUsed   atomic.Int64 // unix nanoseconds of the last use (evict.go)
-	inflight   atomic.Int32 // Read and Write calls running: they pin it open
-	evicted    bool         // closed for being idle (under gate): callers reopen
+	// What the database needs of its host, given at open so that nothing
+	// here reaches back into the registry.
+	uploads  *uploadSlots                                             // the host's upload bound; nil: unbounded
+	leased   bool                                                     // Options.Lease: the lease is released after close
+	reopenAs func(ctx context.Context, name string) (Database, error) // the host's Get, for a request that raced eviction
+	lastUsed atomic.Int64                                             // unix nanoseconds of the last use (evict.go)
+	inflight atomic.Int32                                             // Read and Write calls running: they pin it open
+	evicted  bool                                                     // closed for being idle (under gate): callers reopen
 }
 
 // writeReq is one Write call waiting for its group.
@@ -235,7 +239,7 @@ func (db *database) finishClose(ctx context.Context) error {
 		// Merging level 0 after the close is for a replica this process
 		// keeps: not one about to be purged, or one whose lease is released
 		// next (another instance may own it then).
-		db.compactStop(!db.deleting.Load() && db.host.leases == nil)
+		db.compactStop(!db.deleting.Load() && !db.leased)
 	}
 	db.writer.Close()
 	close(db.readers)

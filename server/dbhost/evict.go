@@ -225,5 +225,5 @@ func (h *Host) evict(db *database, cutoff int64) bool {
 // reopen returns the database that replaces an evicted one, for a request
 // that raced the eviction: it is served, not failed.
 func (db *database) reopen(ctx context.Context) (Database, error) {
-	return db.host.Get(ctx, db.name)
+	return db.reopenAs(ctx, db.name)
 }

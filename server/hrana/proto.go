@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -182,10 +183,7 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-func isRangeErr(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
-}
+func isRangeErr(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
 // decodeBase64 accepts padded and unpadded, standard and URL-safe base64:
 // libsql-client-go sends it unpadded, Python and JS padded.
