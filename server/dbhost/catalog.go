@@ -115,7 +115,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 			err = store.Delete(ctx, keys...)
 		}
 		if err != nil {
-			return dberr.New(dberr.CodeUnavailable, "database "+quote(name)+" deleted locally but purging its replica "+store.String()+" failed: "+err.Error()+"; retry with ?purge=true")
+			return dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+" deleted locally but purging its replica "+store.String()+" failed: "+err.Error()+"; retry with ?purge=true")
 		}
 	}
 	h.opts.Logger.Info("deleted database", "db", name, "purged_replica", purge)

@@ -77,7 +77,7 @@ func (db *database) Name() string { return db.name }
 func (db *database) bookmark() Bookmark { return Bookmark(db.rep.Pos().TXID) }
 
 func (db *database) unavailable(msg string) *dberr.Error {
-	return dberr.New(dberr.CodeUnavailable, "database "+quote(db.name)+": "+msg)
+	return dberr.ForDatabase(dberr.CodeUnavailable, db.name, "database "+quote(db.name)+": "+msg)
 }
 
 func (db *database) fencedError() *dberr.Error {

@@ -85,14 +85,14 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 	if errors.Is(err, restore.ErrNoReplica) {
 		return nil, notFound(name)
 	} else if err != nil {
-		return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": start following its replica: "+err.Error()+"; retry")
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": start following its replica: "+err.Error()+"; retry")
 	}
 	fd = &followed{name: name, f: f, readers: make(chan *sqlconn.Handle, h.opts.ReadConns), done: make(chan struct{})}
 	for i := 0; i < h.opts.ReadConns; i++ {
 		c, err := openReplicaConn(f.Path(), h.opts.StatementTimeout)
 		if err != nil {
 			fd.closeLocked()
-			return nil, dberr.New(dberr.CodeInternal, "database "+quote(name)+": "+err.Error())
+			return nil, dberr.ForDatabase(dberr.CodeInternal, name, "database "+quote(name)+": "+err.Error())
 		}
 		fd.readers <- c
 	}
@@ -221,7 +221,7 @@ func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) 
 		err := fd.f.WaitFor(wctx, ltx.TXID(bookmark))
 		cancel()
 		if err != nil {
-			return nil, dberr.New(dberr.CodeLagging, fmt.Sprintf(
+			return nil, dberr.ForDatabase(dberr.CodeLagging, name, fmt.Sprintf(
 				"database %s: this replica has applied TXID %d, the request's bookmark is %d and was not reached within %s; retry",
 				quote(name), uint64(fd.f.Pos().TXID), uint64(bookmark), wait))
 		}
@@ -246,7 +246,7 @@ func (v *ReplicaView) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bo
 	fd.gate.RLock()
 	defer fd.gate.RUnlock()
 	if fd.closed {
-		return 0, dberr.New(dberr.CodeUnavailable, "database "+quote(fd.name)+": this replica stopped following (it is taking the write role or shutting down); retry")
+		return 0, dberr.ForDatabase(dberr.CodeUnavailable, fd.name, "database "+quote(fd.name)+": this replica stopped following (it is taking the write role or shutting down); retry")
 	}
 	var c *sqlconn.Handle
 	select {
@@ -274,7 +274,7 @@ func (v *ReplicaView) markNeedsLeader() {
 
 func (v *ReplicaView) errNeedsLeader() error {
 	v.markNeedsLeader()
-	return dberr.New(dberr.CodeNotLeader, "database "+quote(v.fd.name)+": this instance is a read replica; writes go to the lease holder; retry")
+	return dberr.ForDatabase(dberr.CodeNotLeader, v.fd.name, "database "+quote(v.fd.name)+": this instance is a read replica; writes go to the lease holder; retry")
 }
 
 func (v *ReplicaView) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {

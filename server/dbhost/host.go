@@ -93,7 +93,7 @@ func (h *Host) cached(name string) (*database, error) {
 }
 
 func notFound(name string) *dberr.Error {
-	return dberr.New(dberr.CodeNotFound, "database "+quote(name)+" does not exist here or in the replica; create it with PUT /v1/databases/"+name)
+	return dberr.ForDatabase(dberr.CodeNotFound, name, "database "+quote(name)+" does not exist here or in the replica; create it with PUT /v1/databases/"+name)
 }
 
 // Get returns the database, opening the local file or restoring it from the
@@ -138,10 +138,10 @@ func (h *Host) Create(ctx context.Context, name string) (Database, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists")
+		return nil, dberr.ForDatabase(dberr.CodeExists, name, "database "+quote(name)+" already exists")
 	}
 	if _, err := os.Stat(h.path(name)); err == nil {
-		return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists")
+		return nil, dberr.ForDatabase(dberr.CodeExists, name, "database "+quote(name)+" already exists")
 	}
 	return h.open(ctx, name, true, true)
 }

@@ -34,7 +34,7 @@ type NotLeaderError struct {
 func (e *NotLeaderError) Error() string { return e.Unwrap().Error() }
 
 func (e *NotLeaderError) Unwrap() error {
-	return dberr.New(dberr.CodeNotLeader, fmt.Sprintf(
+	return dberr.ForDatabase(dberr.CodeNotLeader, e.Name, fmt.Sprintf(
 		"database %s is written by another instance (%s at %s, lease epoch %d); send writes there or retry",
 		quote(e.Name), e.Leader.Holder, e.Leader.URL, e.Leader.Epoch))
 }
@@ -101,7 +101,7 @@ func (t *leaseTable) acquire(ctx context.Context, name string, store replica.Sto
 		return nil, &NotLeaderError{Name: name, Leader: held.Record}
 	}
 	if err != nil {
-		return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": "+err.Error()+"; retry")
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": "+err.Error()+"; retry")
 	}
 	t.mu.Lock()
 	t.held[name] = l

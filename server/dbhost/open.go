@@ -52,7 +52,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 			if _, err := h.start(ctx, name, path, store, log); err != nil {
 				return nil, err
 			}
-			return nil, dberr.New(dberr.CodeExists, "database "+quote(name)+" already exists in the replica; it was restored")
+			return nil, dberr.ForDatabase(dberr.CodeExists, name, "database "+quote(name)+" already exists in the replica; it was restored")
 		}
 	}
 	return h.start(ctx, name, path, store, log)
@@ -122,9 +122,9 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	}
 	if err != nil {
 		if h.opts.Replication.fenced(err) {
-			return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": another writer owns its replica (fenced): "+err.Error())
+			return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": another writer owns its replica (fenced): "+err.Error())
 		}
-		return nil, dberr.New(dberr.CodeUnavailable, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": start replication to "+store.String()+": "+err.Error())
 	}
 	if h.leases != nil {
 		rep = h.leases.wrap(name, store, rep)
@@ -132,7 +132,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	db.rep = rep
 	if err := db.openConns(); err != nil {
 		rep.Close(ctx)
-		return nil, dberr.New(dberr.CodeInternal, "database "+quote(name)+": "+err.Error())
+		return nil, dberr.ForDatabase(dberr.CodeInternal, name, "database "+quote(name)+": "+err.Error())
 	}
 	if h.opts.Replication.Compact != nil {
 		notify, db.compactStop = h.opts.Replication.Compact(store, name)

@@ -237,6 +237,6 @@ func (db *database) abortGroup(live []*writeReq, why string) {
 	}
 	db.log.Error("write group failed; nothing of it was committed", "db", db.name, "requests", len(live), "reason", why)
 	for _, r := range live {
-		finish(r, 0, dberr.New(dberr.CodeInternal, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
+		finish(r, 0, dberr.ForDatabase(dberr.CodeInternal, db.name, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
 	}
 }

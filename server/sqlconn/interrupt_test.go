@@ -1,36 +1,30 @@
-package dbhost
+package sqlconn
 
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/server/dberr"
-	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // One connection keeps one interrupt channel; after a statement was
 // interrupted (by its time limit or by its caller) the connection must be
 // re-armed and work normally, and a limit must never hit a later statement.
 func TestInterruptRearmsTheConnection(t *testing.T) {
-	h := newHost(t, newFileStore(t), t.TempDir(), func(o *Options) {
-		// Generous, so a loaded machine under the race detector never runs a
-		// short statement past it; the assertions compare against the limit.
-		o.StatementTimeout = time.Second
-		o.ReadConns = 1 // every read below uses the same connection
-	})
-	db, err := h.Get(context.Background(), DefaultDatabase)
+	// A generous limit, so a loaded machine under the race detector never
+	// runs a short statement past it; the assertions compare against it.
+	c, err := Open(filepath.Join(t.TempDir(), "db"), SharedReader, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	long := "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT count(*) FROM r"
 	read := func(ctx context.Context, sql string) error {
-		_, err := db.Read(context.Background(), func(c sqlconn.Conn) error {
-			_, err := c.Exec(ctx, sqlconn.Stmt{SQL: sql})
-			return err
-		})
+		_, err := c.Exec(ctx, Stmt{SQL: sql})
 		return err
 	}
 	for round := 0; round < 3; round++ {
