@@ -35,7 +35,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, dberr.New(dberr.CodeBadRequest, "read request body: "+err.Error()))
 		return true, nil
 	}
 	hrana := !strings.HasPrefix(r.URL.Path, "/v1/databases/")
@@ -45,7 +45,7 @@ func (s *Server) serveFromReplica(w http.ResponseWriter, r *http.Request, name s
 	var bookmark uint64
 	if v := r.Header.Get(jsonapi.BookmarkHeader); v != "" {
 		if bookmark, err = strconv.ParseUint(v, 10, 64); err != nil {
-			writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: jsonapi.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"})
+			writeError(w, r, dberr.New(dberr.CodeBadRequest, jsonapi.BookmarkHeader+" "+strconv.Quote(v)+" is not a TXID (a decimal number from a previous response)"))
 			return true, body
 		}
 	}

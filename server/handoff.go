@@ -96,7 +96,7 @@ func (h *handoffState) drain(ctx context.Context) {
 func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name string, deadline time.Time) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + err.Error()})
+		writeError(w, r, dberr.New(dberr.CodeBadRequest, "read request body: "+err.Error()))
 		return
 	}
 	store := dbhost.Sub(s.store, name)
@@ -110,7 +110,7 @@ func (s *Server) forwardReleased(w http.ResponseWriter, r *http.Request, name st
 		}
 		if now.After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, r, &dberr.Error{Code: dberr.CodeUnavailable, Message: "this instance is shutting down and no other instance has taken database " + name + " over yet; retry"})
+			writeError(w, r, dberr.New(dberr.CodeUnavailable, "this instance is shutting down and no other instance has taken database "+name+" over yet; retry"))
 			return
 		}
 		select {

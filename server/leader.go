@@ -129,7 +129,7 @@ func (s *Server) leaderOnly(next http.HandlerFunc) http.HandlerFunc {
 				if body == nil {
 					b, rerr := io.ReadAll(r.Body)
 					if rerr != nil {
-						writeError(w, r, &dberr.Error{Code: dberr.CodeBadRequest, Message: "read request body: " + rerr.Error()})
+						writeError(w, r, dberr.New(dberr.CodeBadRequest, "read request body: "+rerr.Error()))
 						return
 					}
 					body = b

@@ -75,7 +75,7 @@ func (db *database) busy() bool {
 // (closing idle ones to make room) and reserves the slot; release it once
 // the database is in the table or failed to open. Busy databases become
 // idle within an upload, so it waits for one rather than exceed the cap
-// (the descriptor limit is hard); after openWait it answers 503.
+// (the descriptor limit is hard); after openWait it answers UNAVAILABLE.
 func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), err error) {
 	deadline := time.Now().Add(openWait)
 	for {

@@ -203,7 +203,7 @@ type ReplicaView struct {
 
 // ReadReplica returns a view of name's follower (started on first use) once
 // it has applied bookmark (0: no wait). A follower that does not reach the
-// bookmark within FollowOptions.BookmarkWait is a retryable 503 (LAGGING).
+// bookmark within FollowOptions.BookmarkWait is a retryable LAGGING error.
 func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) (*ReplicaView, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err

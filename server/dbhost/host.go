@@ -123,7 +123,7 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	return db, nil
 }
 
-// Create creates a new empty database. It is a 409 if the database exists
+// Create creates a new empty database. It is ALREADY_EXISTS if the database exists
 // locally or in the replica (which is then restored and opened).
 func (h *Host) Create(ctx context.Context, name string) (Database, error) {
 	if err := ValidateName(name); err != nil {

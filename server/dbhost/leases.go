@@ -25,7 +25,7 @@ import (
 // stops writing, drops its local copy and goes back to waiting.
 
 // NotLeaderError says which instance holds a database's lease. It unwraps
-// to a retryable 503 *Error for callers that do not forward.
+// to a retryable NOT_LEADER *dberr.Error for callers that do not forward.
 type NotLeaderError struct {
 	Name   string
 	Leader lease.Record

@@ -8,7 +8,7 @@ import (
 )
 
 // ReadOnly wraps db for a read-only principal: writes run on a read-only
-// connection (so they fail with SQLITE_READONLY, mapped to 403) and sessions
+// connection (so they fail with SQLITE_READONLY) and sessions
 // get a query_only connection. The HTTP layers hand this wrapper to the
 // protocol handlers, so they need no auth logic of their own.
 func ReadOnly(db Database) Database { return readOnlyDB{db} }

@@ -114,7 +114,7 @@ func (rc *runConn) eval(c *batchCond, out outcome) bool {
 }
 
 func sqliteError(msg string) *dberr.Error {
-	return &dberr.Error{Code: dberr.CodeSQLiteError, Message: msg}
+	return dberr.New(dberr.CodeSQLiteError, msg)
 }
 
 func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) {
@@ -156,7 +156,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 			return nil, err
 		}
 		if !d.ReadOnly {
-			return nil, &dberr.Error{Code: dberr.CodeSQLiteReadOnly, Message: "attempt to write in a transaction opened READONLY"}
+			return nil, dberr.New(dberr.CodeSQLiteReadOnly, "attempt to write in a transaction opened READONLY")
 		}
 	}
 	if st.hasNamed {

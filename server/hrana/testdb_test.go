@@ -181,7 +181,7 @@ func (tc *testConn) prepare(ctx context.Context, sql string) (*sqlite.Stmt, erro
 	}
 	if trailing > 0 && sqltext.SkipBlanks(sql[len(sql)-trailing:], 0) < trailing {
 		st.Finalize()
-		return nil, &dberr.Error{Code: dberr.CodeSQLiteError, Message: "only one statement per request is allowed"}
+		return nil, dberr.New(dberr.CodeSQLiteError, "only one statement per request is allowed")
 	}
 	return st, nil
 }

@@ -174,7 +174,7 @@ func pathDatabase(w http.ResponseWriter, r *http.Request, write bool) (string, b
 }
 
 func forbidden(name string) error {
-	return &dberr.Error{Code: dberr.CodeForbidden, Message: "this token may not do that on database \"" + name + "\" (read-only, or limited to other databases)"}
+	return dberr.New(dberr.CodeForbidden, "this token may not do that on database \""+name+"\" (read-only, or limited to other databases)")
 }
 
 func statementError(i, n int, err error) error {
@@ -191,11 +191,11 @@ func readOnlyToken(err error, name string) error {
 	if !errors.As(err, &e) {
 		return err
 	}
-	return &dberr.Error{Code: e.Code, Message: e.Message + " (this token has read-only access to database \"" + name + "\")"}
+	return dberr.New(e.Code, e.Message+" (this token has read-only access to database \""+name+"\")")
 }
 
 func badRequest(msg string) error {
-	return &dberr.Error{Code: dberr.CodeBadRequest, Message: msg}
+	return dberr.New(dberr.CodeBadRequest, msg)
 }
 
 // decodeQuery parses the body into statements (one, or a batch).
@@ -207,7 +207,7 @@ func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 	if err := dec.Decode(&q); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &dberr.Error{Code: dberr.CodeTooLarge, Message: fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit)}
+			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
 		}
 		return nil, badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 	}

@@ -135,7 +135,7 @@ func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *dbhost.I
 	}
 	for i, st := range q.stmts {
 		if sqltext.Classify(st.SQL).IsTxControl() {
-			return 0, statementError(i, len(q.stmts), &dberr.Error{Code: dberr.CodeForbidden, Message: "statement refused: BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction"})
+			return 0, statementError(i, len(q.stmts), dberr.New(dberr.CodeForbidden, "statement refused: BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction"))
 		}
 	}
 	sess, err := db.Session(ctx)
