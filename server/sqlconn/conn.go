@@ -92,8 +92,8 @@ func newConn(c *sqlite.Conn, role Role, timeout time.Duration, pragmas ...string
 		cached: map[string]bool{}, intr: newInterrupter(c)}, nil
 }
 
-// Run runs query, every statement of it, on c without a time limit: for
-// the pool's own statements (ROLLBACK, SAVEPOINT), which the guard allows.
+// Run runs query's first statement on c, with no time limit: for the
+// pool's own statements (ROLLBACK, SAVEPOINT), which the guard allows.
 func Run(c *sqlite.Conn, query string) error {
 	st, _, err := c.PrepareTransient(query)
 	if err != nil {
@@ -111,7 +111,7 @@ func Run(c *sqlite.Conn, query string) error {
 	}
 }
 
-// Run runs query on the connection; see the package's Run.
+// Run runs query's first statement on the connection; see the package's Run.
 func (c *Handle) Run(query string) error { return Run(c.c, query) }
 
 // RunTxControl runs BEGIN/COMMIT/ROLLBACK for the group writer, which the
