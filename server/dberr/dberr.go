@@ -44,6 +44,16 @@ const (
 	CodeTooLarge     = "TOO_LARGE"
 	CodeUnauthorized = "UNAUTHORIZED"
 
+	// Codes of the Hrana protocol, which its clients know (server/hrana).
+	CodeInternalError      = "INTERNAL_ERROR"
+	CodeProtocolError      = "PROTOCOL_ERROR"
+	CodeStreamLimit        = "STREAM_LIMIT"
+	CodeStreamClosed       = "STREAM_CLOSED"
+	CodeSQLStoreFull       = "SQL_STORE_FULL"
+	CodeTransactionTimeout = "TRANSACTION_TIMEOUT"
+	CodeRequestTimeout     = "REQUEST_TIMEOUT"
+	CodeMethodNotAllowed   = "METHOD_NOT_ALLOWED"
+
 	// SQLite's primary codes the server raises itself.
 	CodeSQLiteError    = "SQLITE_ERROR"
 	CodeSQLiteReadOnly = "SQLITE_READONLY"

@@ -75,7 +75,7 @@ func (x *execution) timedOut() *Error {
 	if x.ctx.Err() == nil || (x.parent != nil && x.parent.Err() != nil) {
 		return nil
 	}
-	return &Error{Code: CodeRequestTimeout, Message: fmt.Sprintf(
+	return &Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
 		"the request on database %q ran for more than %s (the request timeout) and was interrupted; what it ran was rolled back: split the work into smaller requests",
 		x.s.db.Name(), x.h.cfg.RequestTimeout)}
 }
@@ -290,7 +290,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	s := x.s
 	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.h.cfg.TxTimeout)) {
 		x.endSession()
-		s.dead = &Error{Code: CodeTransactionTimeout, Message: fmt.Sprintf(
+		s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.h.cfg.TxTimeout)}
 		return outcome{}, s.dead
 	}

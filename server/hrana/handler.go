@@ -192,7 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch path {
 	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: CodeMethodNotAllowed, Message: "use GET on " + path})
+			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -214,7 +214,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: CodeMethodNotAllowed, Message: "use POST on " + path})
+		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
 		return
 	}
 	db := databaseFrom(r.Context())
@@ -278,7 +278,7 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 		return
 	}
 	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
-	e := &Error{Code: CodeInternalError, Message: fmt.Sprintf(
+	e := &Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
 		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
 	if !*released {
 		s.dead = e
@@ -296,7 +296,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
 		if errors.As(err, &tooBig) {
 			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", maxBodyBytes)}
 		}
-		return nil, &Error{Code: CodeProtocolError, Message: "could not read the request body: " + err.Error()}
+		return nil, &Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
 	}
 	return data, nil
 }
@@ -308,7 +308,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
 		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
-		return &Error{Code: CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
+		return &Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 	}
 	return nil
 }
@@ -347,7 +347,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 // dberr code gets httperr's status; anything else is a 500.
 func WriteError(w http.ResponseWriter, err error) {
 	if dberr.As(err) == nil {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: CodeInternalError, Message: err.Error()})
+		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError, Message: err.Error()})
 		return
 	}
 	status := httperr.Status(err)

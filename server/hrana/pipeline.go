@@ -70,7 +70,7 @@ func errResult(e *Error) streamResult { return streamResult{Type: "error", Error
 func (x *execution) handle(req *streamRequest) streamResult {
 	s := x.s
 	if s.closed {
-		return errResult(&Error{Code: CodeStreamClosed, Message: "the stream was closed by an earlier request"})
+		return errResult(&Error{Code: dberr.CodeStreamClosed, Message: "the stream was closed by an earlier request"})
 	}
 	if s.dead != nil {
 		return errResult(s.dead)
@@ -110,7 +110,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 			return errResult(&Error{Code: "SQL_ID_IN_USE", Message: fmt.Sprintf("SQL text id %d is already in use on this stream; close_sql it first", *req.SQLID)})
 		}
 		if len(s.sqls) >= maxStoredSQL {
-			return errResult(&Error{Code: CodeSQLStoreFull, Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			return errResult(&Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 		}
 		if s.sqls == nil {
 			s.sqls = map[int32]string{}
@@ -127,7 +127,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 	case "get_autocommit":
 		return okResult(map[string]any{"type": "get_autocommit", "is_autocommit": x.autocommit()})
 	}
-	return errResult(&Error{Code: CodeProtocolError, Message: "unknown request type " + req.Type})
+	return errResult(&Error{Code: dberr.CodeProtocolError, Message: "unknown request type " + req.Type})
 }
 
 func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
@@ -217,7 +217,7 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 // pipeline either is well-formed or does nothing.
 func validateRequest(req *streamRequest) *Error {
 	bad := func(format string, args ...any) *Error {
-		return &Error{Code: CodeProtocolError, Message: fmt.Sprintf(format, args...)}
+		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch req.Type {
 	case "execute":
@@ -265,7 +265,7 @@ func validateBatch(b *batchJSON) *Error {
 // validateCond checks a condition of step i: it may refer to earlier steps only.
 func validateCond(c *batchCond, i int) *Error {
 	bad := func(format string, args ...any) *Error {
-		return &Error{Code: CodeProtocolError, Message: fmt.Sprintf(format, args...)}
+		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch c.Type {
 	case "ok", "error":

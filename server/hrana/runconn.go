@@ -274,5 +274,5 @@ func toError(err error, db string) *Error {
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: "CANCELED", Message: "the request" + on + " was canceled"}
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error()}
+	return &Error{Code: dberr.CodeInternalError, Message: err.Error()}
 }

@@ -2,6 +2,7 @@ package hrana
 
 import (
 	"context"
+	"github.com/sluicedb/sluice/server/httperr"
 	"net/http"
 	"strconv"
 
@@ -27,7 +28,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return
 	}
 	if body.Stmt == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: CodeProtocolError, Message: "execute needs a stmt"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
 		return
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
@@ -45,7 +46,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 	}
 	markReplayed(w, idem)
 	if e != nil {
-		writeHTTPError(w, statusOf(e), e)
+		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": out.results[0]}, x.bookmark)
@@ -58,7 +59,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return
 	}
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: CodeProtocolError, Message: "batch needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
 		return
 	}
 	if e := validateBatch(body.Batch); e != nil {
@@ -77,7 +78,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 	res, e := x.batch(body.Batch)
 	markReplayed(w, idem)
 	if e != nil {
-		writeHTTPError(w, statusOf(e), e)
+		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.bookmark)
@@ -93,26 +94,6 @@ func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*ex
 	}
 	x, cancel := h.newExecution(ctx, &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
 	return x, idem, cancel, nil
-}
-
-// statusOf picks the HTTP status of a v1 statement error: client errors are
-// 400 (as sqld answers them), unavailability and internal failures 5xx.
-func statusOf(e *Error) int {
-	switch e.Code {
-	case dberr.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case CodeInternalError, dberr.CodeNotDurable:
-		return http.StatusInternalServerError
-	case dberr.CodeKeyReused:
-		return http.StatusUnprocessableEntity
-	case dberr.CodeTimeout, CodeTransactionTimeout, CodeRequestTimeout:
-		return http.StatusRequestTimeout
-	case dberr.CodeForbidden:
-		return http.StatusForbidden
-	case dberr.CodeNotFound:
-		return http.StatusNotFound
-	}
-	return http.StatusBadRequest
 }
 
 func formatBookmark(bm dbhost.Bookmark) string { return strconv.FormatUint(uint64(bm), 10) }

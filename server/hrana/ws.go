@@ -325,7 +325,7 @@ func (c *wsConn) request(id int32, req *wsRequest) error {
 	}
 	err := c.dispatch(req, reply)
 	if err != nil {
-		reply(nil, &Error{Code: CodeProtocolError, Message: err.Error()})
+		reply(nil, &Error{Code: dberr.CodeProtocolError, Message: err.Error()})
 	}
 	return err
 }
@@ -345,7 +345,7 @@ func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
 			return protocolErrorf("SQL text id %d is already in use; close_sql it first", *req.SQLID)
 		}
 		if len(c.sqls) >= maxStoredSQL {
-			reply(nil, &Error{Code: CodeSQLStoreFull, Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			reply(nil, &Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 			return nil
 		}
 		sqls := maps.Clone(c.sqls)
@@ -448,7 +448,7 @@ func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
 	st := &wsStream{id: id}
 	c.streams[id] = st
 	if len(c.live) >= limit {
-		st.openErr = &Error{Code: CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
+		st.openErr = &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
 		reply(nil, st.openErr)
 		return nil
 	}
@@ -530,7 +530,7 @@ func (c *wsConn) endStream(st *wsStream) {
 		return
 	}
 	st.s = nil
-	st.openErr = &Error{Code: CodeStreamClosed, Message: "the stream is closed"}
+	st.openErr = &Error{Code: dberr.CodeStreamClosed, Message: "the stream is closed"}
 	if s.sess != nil {
 		c.h.closeSession(s.sess, "stream closed")
 		s.sess = nil
@@ -655,7 +655,7 @@ func (c *wsConn) send(msg *wsServerMsg) {
 	if err != nil {
 		c.h.log.Error("hrana: encoding a WebSocket message failed", "err", err)
 		data, _ = encodeServerMsg(&wsServerMsg{Type: "response_error", RequestID: msg.RequestID,
-			Error: &Error{Code: CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
+			Error: &Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
 	}
 	typ := websocket.MessageText
 	if c.protobuf {
@@ -718,7 +718,7 @@ func (c *wsConn) expireTx(st *wsStream, now time.Time) {
 	}
 	sess := s.sess
 	s.sess, s.readOnlyTx = nil, false
-	s.dead = &Error{Code: CodeTransactionTimeout, Message: fmt.Sprintf(
+	s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 		"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 		s.db.Name(), c.h.cfg.TxTimeout)}
 	c.h.log.Info("hrana: rolled back an abandoned transaction", "db", s.db.Name(), "reason", "transaction timeout")

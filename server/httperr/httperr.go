@@ -59,6 +59,31 @@ func StatusOfCode(code string) int {
 	return http.StatusBadRequest
 }
 
+// v1StatementStatus is the second column of the table: a statement's error
+// on Hrana's v1 endpoints (/v1/execute, /v1/batch), where sqld answers
+// whatever the client caused with 400 and only unavailability, timeouts and
+// the server's own failures with another status.
+var v1StatementStatus = map[string]int{
+	dberr.CodeUnavailable:        http.StatusServiceUnavailable,
+	dberr.CodeInternalError:      http.StatusInternalServerError,
+	dberr.CodeNotDurable:         http.StatusInternalServerError,
+	dberr.CodeKeyReused:          http.StatusUnprocessableEntity,
+	dberr.CodeTimeout:            http.StatusRequestTimeout,
+	dberr.CodeTransactionTimeout: http.StatusRequestTimeout,
+	dberr.CodeRequestTimeout:     http.StatusRequestTimeout,
+	dberr.CodeForbidden:          http.StatusForbidden,
+	dberr.CodeNotFound:           http.StatusNotFound,
+}
+
+// V1StatementStatus is the status of a statement's error with code on
+// Hrana's v1 endpoints: 400 unless v1StatementStatus says otherwise.
+func V1StatementStatus(code string) int {
+	if s, ok := v1StatementStatus[code]; ok {
+		return s
+	}
+	return http.StatusBadRequest
+}
+
 // Status is the HTTP status err answers with: the status an edge handler
 // chose (WithStatus), else its code's, else 500 for an error without a code.
 func Status(err error) int {

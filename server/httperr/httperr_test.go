@@ -54,3 +54,17 @@ func TestStatusCodeMessageThroughWrapping(t *testing.T) {
 		t.Fatal("a write committed but not durable must not invite a retry")
 	}
 }
+
+// Hrana's v1 endpoints answer what the client caused with 400, as sqld does.
+func TestV1StatementStatus(t *testing.T) {
+	for code, want := range map[string]int{
+		dberr.CodeUnavailable: 503, dberr.CodeInternalError: 500, dberr.CodeNotDurable: 500,
+		dberr.CodeKeyReused: 422, dberr.CodeTimeout: 408, dberr.CodeTransactionTimeout: 408,
+		dberr.CodeRequestTimeout: 408, dberr.CodeForbidden: 403, dberr.CodeNotFound: 404,
+		"SQLITE_CONSTRAINT_UNIQUE": 400, "SQLITE_BUSY": 400, dberr.CodeExists: 400,
+	} {
+		if got := V1StatementStatus(code); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+}
