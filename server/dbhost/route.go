@@ -24,7 +24,7 @@ var ErrWriteNeeded = errors.New("dbhost: the request writes; it runs in a write 
 // there should make it return ErrWriteNeeded. A read-only principal's
 // requests always run on a read connection, and their writes fail there.
 //
-// Statements that change the connection itself (IsOwnConnectionError) fail
+// Statements that change the connection itself (dberr.ErrNeedsOwnConnection) fail
 // on both; the caller then runs the request on a Session.
 func RunAuto(ctx context.Context, db Database, sqls []string, fn func(c sqlconn.Conn, onReader bool) error) (Bookmark, error) {
 	if _, ro := db.(readOnlyDB); ro {
