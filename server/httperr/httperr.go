@@ -1,6 +1,7 @@
 // Package httperr is where the server's errors become HTTP answers: the one
-// table from a dberr code to a status, and the headers that go with it.
-// server/, server/hrana and server/jsonapi answer every error through it;
+// table from a dberr code to a status (with a second column for statements
+// on Hrana's v1 endpoints), and the headers that go with it. server/,
+// server/hrana and server/jsonapi answer every domain error through it;
 // nothing below them decides a status.
 package httperr
 
@@ -45,8 +46,8 @@ var sqliteStatus = map[string]int{
 	"CANTOPEN": http.StatusInternalServerError, "INTERNAL": http.StatusInternalServerError,
 }
 
-// StatusOfCode is the HTTP status of an error with code.
-func StatusOfCode(code string) int {
+// statusOfCode is the HTTP status of an error with code.
+func statusOfCode(code string) int {
 	if s, ok := statusByCode[code]; ok {
 		return s
 	}
@@ -92,7 +93,7 @@ func Status(err error) int {
 		return s.status
 	}
 	if e := dberr.As(err); e != nil {
-		return StatusOfCode(e.Code)
+		return statusOfCode(e.Code)
 	}
 	return http.StatusInternalServerError
 }
@@ -119,9 +120,6 @@ func SetRetryAfter(h http.Header, status int) {
 		h.Set("Retry-After", "1")
 	}
 }
-
-// New is an error an edge handler raises with code and msg.
-func New(code, msg string) error { return dberr.New(code, msg) }
 
 // WithStatus makes err answer with status instead of its code's: the front
 // door's own answers whose status says more than the code (a forwarding
