@@ -141,7 +141,7 @@ func (db *database) runReq(w *sqlconn.Handle, r *writeReq) error {
 	}
 	if found {
 		if !bytes.Equal(hash, c.k.hash[:]) {
-			return dberr.New(dberr.CodeKeyReused, "Idempotency-Key "+quote(c.k.key)+" was already used on database "+quote(db.name)+" for a different request; use a new key for a new request")
+			return dberr.ForDatabase(dberr.CodeKeyReused, db.name, "Idempotency-Key "+quote(c.k.key)+" was already used on database "+quote(db.name)+" for a different request; use a new key for a new request")
 		}
 		if c.load != nil {
 			if err := c.load(body); err != nil {
