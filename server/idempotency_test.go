@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/dberr"
 )
 
 func count(t *testing.T, base, where string) string {
@@ -53,8 +53,8 @@ func TestIdempotencyKeyReplaysFirstAnswer(t *testing.T) {
 
 	other := keyed(t, ts.URL, "order-1", `{"sql":"INSERT INTO t(v) VALUES ('b')"}`)
 	expect(t, other, 422)
-	if c := other.errorCode(t); c != dbhost.CodeKeyReused {
-		t.Fatalf("code %s, want %s", c, dbhost.CodeKeyReused)
+	if c := other.errorCode(t); c != dberr.CodeKeyReused {
+		t.Fatalf("code %s, want %s", c, dberr.CodeKeyReused)
 	}
 
 	// A failed write stores nothing: fixing nothing and retrying runs it again.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
@@ -54,12 +55,12 @@ func (s *Server) routes() http.Handler {
 		if droppedDatabaseName(r.URL.Path) {
 			msg += " (a libSQL client resolves its URL's last segment away: write the database URL with a trailing slash, libsql://HOST/db/NAME/)"
 		}
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeNotFound, Status: http.StatusNotFound, Message: msg})
+		writeError(w, r, dberr.New(dberr.CodeNotFound, msg))
 	})
 
 	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-		writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized, Message: err.Error()})
+		writeError(w, r, dberr.New(dberr.CodeUnauthorized, err.Error()))
 	}))
 	root := http.NewServeMux()
 	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
@@ -85,8 +86,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-			writeError(w, r, &dbhost.Error{Code: "UNAUTHORIZED", Status: http.StatusUnauthorized,
-				Message: err.Error() + " (/metrics takes any valid token, or the metrics_token)"})
+			writeError(w, r, dberr.New(dberr.CodeUnauthorized, err.Error()+" (/metrics takes any valid token, or the metrics_token)"))
 			return
 		}
 		if p.Databases != nil {
@@ -122,8 +122,7 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			writeError(w, r, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
-				Message: "request body of " + strconv.FormatInt(r.ContentLength, 10) + " bytes is over the server's limit of " + strconv.FormatInt(limit, 10)})
+			writeError(w, r, dberr.New(dberr.CodeTooLarge, "request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is over the server's limit of "+strconv.FormatInt(limit, 10)))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -258,8 +257,7 @@ func (s *Server) hranaAccess(w http.ResponseWriter, r *http.Request) (name, owne
 		return "", "", false, false
 	}
 	if !p.CanRead(name) {
-		writeError(w, r, &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
-			Message: "this token may not use database \"" + name + "\""})
+		writeError(w, r, dberr.New(dberr.CodeForbidden, "this token may not use database \""+name+"\""))
 		return "", "", false, false
 	}
 	if s.auth.Required() {

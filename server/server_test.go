@@ -22,6 +22,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"zombiezen.com/go/sqlite"
 )
@@ -127,7 +128,7 @@ func TestJSONAPI(t *testing.T) {
 	expect(t, do(t, "PUT", base+"/v1/databases/app", "", ""), 201)
 	r := do(t, "PUT", base+"/v1/databases/app", "", "")
 	expect(t, r, 409)
-	if r.errorCode(t) != dbhost.CodeExists {
+	if r.errorCode(t) != dberr.CodeExists {
 		t.Fatalf("code %s", r.errorCode(t))
 	}
 	expect(t, do(t, "PUT", base+"/v1/databases/bad.name", "", ""), 400)

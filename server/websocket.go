@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana"
 )
@@ -60,10 +61,10 @@ func (s *Server) webSocketAuthorizer(r *http.Request, name string) hrana.WSAutho
 		}
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
-			return nil, &hrana.Error{Code: "UNAUTHORIZED", Message: err.Error()}
+			return nil, &hrana.Error{Code: dberr.CodeUnauthorized, Message: err.Error()}
 		}
 		if !p.CanRead(name) {
-			return nil, &hrana.Error{Code: dbhost.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
+			return nil, &hrana.Error{Code: dberr.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
 		}
 		owner := ""
 		if s.auth.Required() {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // database is one hosted database: a writer goroutine that runs write groups,
@@ -24,8 +25,8 @@ type database struct {
 	store replica.Store
 	rep   *replicated.DB
 
-	writer  *conn
-	readers chan *conn
+	writer  *sqlconn.Handle
+	readers chan *sqlconn.Handle
 
 	gate    sync.RWMutex // Write holds it shared while enqueueing; close takes it to stop intake
 	closed  bool
@@ -45,16 +46,19 @@ type database struct {
 	deleting atomic.Bool // Delete is closing it: its replica may be purged next
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
-	host       *Host
-	lastUsed   atomic.Int64 // unix nanoseconds of the last use (evict.go)
-	inflight   atomic.Int32 // Read and Write calls running: they pin it open
-	evicted    bool         // closed for being idle (under gate): callers reopen
+	// What the database needs of its host, given at open so that nothing
+	// here reaches back into the registry.
+	uploads  *uploadSlots                                             // the host's upload bound; nil: unbounded
+	reopenAs func(ctx context.Context, name string) (Database, error) // the host's Get, for a request that raced eviction
+	lastUsed atomic.Int64                                             // unix nanoseconds of the last use (evict.go)
+	inflight atomic.Int32                                             // Read and Write calls running: they pin it open
+	evicted  bool                                                     // closed for being idle (under gate): callers reopen
 }
 
 // writeReq is one Write call waiting for its group.
 type writeReq struct {
 	ctx      context.Context
-	fn       func(Conn) error
+	fn       func(sqlconn.Conn) error
 	idem     *idemCall // nil without an Idempotency-Key
 	err      error
 	bookmark Bookmark
@@ -71,16 +75,16 @@ func (db *database) Name() string { return db.name }
 
 func (db *database) bookmark() Bookmark { return Bookmark(db.rep.Pos().TXID) }
 
-func (db *database) unavailable(msg string) *Error {
-	return errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(db.name)+": "+msg)
+func (db *database) unavailable(msg string) *dberr.Error {
+	return dberr.ForDatabase(dberr.CodeUnavailable, db.name, "database "+quote(db.name)+": "+msg)
 }
 
-func (db *database) fencedError() *Error {
+func (db *database) fencedError() *dberr.Error {
 	return db.unavailable("stopped taking writes: another writer owns its replica (fenced); nothing more is acknowledged. Restart the server that should own it")
 }
 
 // Read runs fn on a pooled read-only connection.
-func (db *database) Read(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (db *database) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	db.gate.RLock() // close waits for reads in flight
 	if db.closed {
 		evicted := db.evicted
@@ -94,23 +98,23 @@ func (db *database) Read(ctx context.Context, fn func(Conn) error) (Bookmark, er
 	db.inflight.Add(1)
 	defer db.inflight.Add(-1)
 	db.touch()
-	var c *conn
+	var c *sqlconn.Handle
 	select {
 	case c = <-db.readers:
 	case <-ctx.Done():
-		return 0, sqlError(ctx.Err(), false)
+		return 0, sqlconn.Translate(ctx.Err())
 	}
 	defer func() { db.readers <- c }()
 	err := runFn(c, fn)
 	if !c.Autocommit() { // fn left a transaction open: end it so the pool stays clean
-		_ = execSimple(c.c, "ROLLBACK")
+		_ = c.Run("ROLLBACK")
 	}
 	return db.bookmark(), err
 }
 
 // Write queues fn for the next write group and waits until the group is
 // durable (sync) or committed (async).
-func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (db *database) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	if db.fenced.Load() {
 		return 0, db.fencedError()
 	}
@@ -133,14 +137,14 @@ func (db *database) Write(ctx context.Context, fn func(Conn) error) (Bookmark, e
 		db.gate.RUnlock()
 	case <-ctx.Done():
 		db.gate.RUnlock()
-		return 0, sqlError(ctx.Err(), false)
+		return 0, sqlconn.Translate(ctx.Err())
 	}
 	select {
 	case <-req.done:
 		return req.bookmark, req.err
 	case <-ctx.Done():
 		// The request may still commit; the caller has gone, so nobody learns it.
-		return 0, sqlError(ctx.Err(), false)
+		return 0, sqlconn.Translate(ctx.Err())
 	}
 }
 
@@ -155,10 +159,10 @@ func (db *database) reopenThen(ctx context.Context, call func(Database) (Bookmar
 
 // runFn calls fn, turning a panic into an error so one request cannot take
 // the writer goroutine down.
-func runFn(c *conn, fn func(Conn) error) (err error) {
+func runFn(c *sqlconn.Handle, fn func(sqlconn.Conn) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = errorf("INTERNAL", http.StatusInternalServerError, fmt.Sprintf("panic while running request: %v", p))
+			err = dberr.New(dberr.CodeInternal, fmt.Sprintf("panic while running request: %v", p))
 		}
 	}()
 	return fn(c)
@@ -233,10 +237,10 @@ func (db *database) finishClose(ctx context.Context) error {
 	// Merging level 0 afterwards is for a replica this process keeps: not
 	// one about to be purged (nor one whose lease passes on: replicated.DB).
 	err := db.rep.Close(ctx, db.deleting.Load())
-	db.writer.close()
+	db.writer.Close()
 	close(db.readers)
 	for c := range db.readers {
-		c.close()
+		c.Close()
 	}
 	if err != nil && !db.opts.Replication.fenced(err) {
 		return fmt.Errorf("close database %q: final upload to %s failed: %w", db.name, db.store, err)

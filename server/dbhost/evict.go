@@ -3,10 +3,12 @@ package dbhost
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime/debug"
 	"sort"
 	"time"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Many databases on one server: an open database holds about twenty
@@ -73,7 +75,7 @@ func (db *database) busy() bool {
 // (closing idle ones to make room) and reserves the slot; release it once
 // the database is in the table or failed to open. Busy databases become
 // idle within an upload, so it waits for one rather than exceed the cap
-// (the descriptor limit is hard); after openWait it answers 503.
+// (the descriptor limit is hard); after openWait it answers UNAVAILABLE.
 func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), err error) {
 	deadline := time.Now().Add(openWait)
 	for {
@@ -86,12 +88,12 @@ func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), er
 		}
 		h.mu.Unlock()
 		if time.Now().After(deadline) {
-			return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, fmt.Sprintf(
+			return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf(
 				"database %s: all %d open databases are busy; retry, or raise max_open_databases (and the descriptor limit)", quote(name), h.opts.MaxOpen))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, sqlError(ctx.Err(), false)
+			return nil, sqlconn.Translate(ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -223,5 +225,5 @@ func (h *Host) evict(db *database, cutoff int64) bool {
 // reopen returns the database that replaces an evicted one, for a request
 // that raced the eviction: it is served, not failed.
 func (db *database) reopen(ctx context.Context) (Database, error) {
-	return db.host.Get(ctx, db.name)
+	return db.reopenAs(ctx, db.name)
 }

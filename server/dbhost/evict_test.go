@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // lowerDescriptorLimit sets this process's soft RLIMIT_NOFILE to n for the
@@ -73,8 +74,8 @@ func forEach(t *testing.T, n, workers int, fn func(i int) error) {
 
 func readInt(ctx context.Context, db Database, sql string) (int64, error) {
 	var n int64
-	_, err := db.Read(ctx, func(c Conn) error {
-		res, err := c.Exec(ctx, Stmt{SQL: sql, WantRows: true})
+	_, err := db.Read(ctx, func(c sqlconn.Conn) error {
+		res, err := c.Exec(ctx, sqlconn.Stmt{SQL: sql, WantRows: true})
 		if err == nil {
 			n = res.Rows[0][0].Int
 		}
@@ -116,11 +117,11 @@ func TestManyDatabasesUnderLowDescriptorLimit(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("create %s: %w", name, err)
 		}
-		_, err = db.Write(ctx, func(c Conn) error {
-			if _, err := c.Exec(ctx, Stmt{SQL: "CREATE TABLE t(v INTEGER)"}); err != nil {
+		_, err = db.Write(ctx, func(c sqlconn.Conn) error {
+			if _, err := c.Exec(ctx, sqlconn.Stmt{SQL: "CREATE TABLE t(v INTEGER)"}); err != nil {
 				return err
 			}
-			_, err := c.Exec(ctx, Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []Value{{Type: Integer, Int: int64(i)}}})
+			_, err := c.Exec(ctx, sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: int64(i)}}})
 			return err
 		})
 		note()
@@ -241,8 +242,8 @@ func testEvictionWhileWriting(t *testing.T, store replica.Store, dbs, maxOpen in
 					continue
 				}
 				id := nextID.Add(1)
-				_, err = db.Write(ctx, func(c Conn) error {
-					_, err := c.Exec(ctx, Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []Value{{Type: Integer, Int: id}}})
+				_, err = db.Write(ctx, func(c sqlconn.Conn) error {
+					_, err := c.Exec(ctx, sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: id}}})
 					return err
 				})
 				if err != nil {

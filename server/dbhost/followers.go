@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/sluicedb/sluice/internal/sqliteconn"
-	"github.com/superfly/ltx"
-	"zombiezen.com/go/sqlite"
-
 	"github.com/sluicedb/sluice/follow"
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
+	"github.com/superfly/ltx"
+	"zombiezen.com/go/sqlite"
 )
 
 // Followers: an instance that does not hold a database's lease (or runs
@@ -28,9 +28,6 @@ import (
 // writer's open path restores <name>.db from the bucket, which is at least
 // as new.
 
-// CodeLagging: the follower has not reached the bookmark a read asked for.
-const CodeLagging = "LAGGING"
-
 // FollowOptions tune followers. Zero values get the defaults in brackets.
 type FollowOptions struct {
 	PollInterval time.Duration // [200ms]
@@ -40,7 +37,7 @@ type FollowOptions struct {
 type followed struct {
 	name    string
 	f       *follow.Follower
-	readers chan *conn
+	readers chan *sqlconn.Handle
 	stop    context.CancelFunc
 	done    chan struct{}
 
@@ -81,7 +78,7 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 		return fd, nil
 	}
 	if h.isClosed() {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "server is shutting down")
+		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
 	}
 	store := Sub(h.opts.Store, name)
 	f, err := follow.Open(ctx, h.followPath(name), store, follow.Options{
@@ -89,14 +86,14 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 	if errors.Is(err, restore.ErrNoReplica) {
 		return nil, notFound(name)
 	} else if err != nil {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": start following its replica: "+err.Error()+"; retry")
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": start following its replica: "+err.Error()+"; retry")
 	}
-	fd = &followed{name: name, f: f, readers: make(chan *conn, h.opts.ReadConns), done: make(chan struct{})}
+	fd = &followed{name: name, f: f, readers: make(chan *sqlconn.Handle, h.opts.ReadConns), done: make(chan struct{})}
 	for i := 0; i < h.opts.ReadConns; i++ {
 		c, err := openReplicaConn(f.Path(), h.opts.StatementTimeout)
 		if err != nil {
 			fd.closeLocked()
-			return nil, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(name)+": "+err.Error())
+			return nil, dberr.ForDatabase(dberr.CodeInternal, name, "database "+quote(name)+": "+err.Error())
 		}
 		fd.readers <- c
 	}
@@ -112,13 +109,13 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 
 // openReplicaConn opens a read connection on a follower's copy: read-only
 // and without the WAL flag (the copy stays in rollback-journal mode).
-func openReplicaConn(path string, timeout time.Duration) (*conn, error) {
+func openReplicaConn(path string, timeout time.Duration) (*sqlconn.Handle, error) {
 	c, err := sqliteconn.Open(path, sqlite.OpenReadOnly|sqlite.OpenNoMutex)
 	if err != nil {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
 	c.SetBusyTimeout(10 * time.Second) // the follower holds its lock for milliseconds per file
-	cn, err := newConn(c, sharedReader, timeout)
+	cn, err := sqlconn.Wrap(c, sqlconn.SharedReader, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}
@@ -137,7 +134,7 @@ func (fd *followed) closeLocked() {
 	}
 	close(fd.readers)
 	for c := range fd.readers {
-		c.close()
+		c.Close()
 	}
 	fd.f.Close()
 }
@@ -212,7 +209,7 @@ type NeedsWriterError struct{ Name string }
 func (e *NeedsWriterError) Error() string { return e.Unwrap().Error() }
 
 func (e *NeedsWriterError) Unwrap() error {
-	return errorf(CodeNotLeader, http.StatusServiceUnavailable, "database "+quote(e.Name)+": this instance is a read replica; writes go to the lease holder; retry")
+	return dberr.ForDatabase(dberr.CodeNotLeader, e.Name, "database "+quote(e.Name)+": this instance is a read replica; writes go to the lease holder; retry")
 }
 
 // IsNeedsWriter reports whether err says that the request needs the writer.
@@ -223,7 +220,7 @@ func IsNeedsWriter(err error) bool {
 
 // ReadReplica returns a view of name's follower (started on first use) once
 // it has applied bookmark (0: no wait). A follower that does not reach the
-// bookmark within FollowOptions.BookmarkWait is a retryable 503 (LAGGING).
+// bookmark within FollowOptions.BookmarkWait is a retryable LAGGING error.
 func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) (*ReplicaView, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -241,7 +238,7 @@ func (h *Host) ReadReplica(ctx context.Context, name string, bookmark Bookmark) 
 		err := fd.f.WaitFor(wctx, ltx.TXID(bookmark))
 		cancel()
 		if err != nil {
-			return nil, errorf(CodeLagging, http.StatusServiceUnavailable, fmt.Sprintf(
+			return nil, dberr.ForDatabase(dberr.CodeLagging, name, fmt.Sprintf(
 				"database %s: this replica has applied TXID %d, the request's bookmark is %d and was not reached within %s; retry",
 				quote(name), uint64(fd.f.Pos().TXID), uint64(bookmark), wait))
 		}
@@ -254,29 +251,29 @@ func (v *ReplicaView) Name() string { return v.fd.name }
 // Bookmark is the follower's applied TXID.
 func (v *ReplicaView) Bookmark() Bookmark { return Bookmark(v.fd.f.Pos().TXID) }
 
-func (v *ReplicaView) Read(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (v *ReplicaView) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	fd := v.fd
 	fd.gate.RLock()
 	defer fd.gate.RUnlock()
 	if fd.closed {
-		return 0, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(fd.name)+": this replica stopped following (it is taking the write role or shutting down); retry")
+		return 0, dberr.ForDatabase(dberr.CodeUnavailable, fd.name, "database "+quote(fd.name)+": this replica stopped following (it is taking the write role or shutting down); retry")
 	}
-	var c *conn
+	var c *sqlconn.Handle
 	select {
 	case c = <-fd.readers:
 	case <-ctx.Done():
-		return 0, sqlError(ctx.Err(), false)
+		return 0, sqlconn.Translate(ctx.Err())
 	}
 	defer func() { fd.readers <- c }()
 	bm := v.Bookmark() // applied before the read began, so the read sees at least this
 	err := runFn(c, fn)
 	if !c.Autocommit() {
-		_ = execSimple(c.c, "ROLLBACK")
+		_ = c.Run("ROLLBACK")
 	}
 	return bm, err
 }
 
-func (v *ReplicaView) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (v *ReplicaView) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	return 0, &NeedsWriterError{Name: v.fd.name}
 }
 

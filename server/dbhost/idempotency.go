@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -27,9 +28,6 @@ import (
 // created on the first write that carries a key; the leading underscore and
 // the prefix mark it as sluice's own.
 const IdempotencyTable = "_sluice_idempotency"
-
-// CodeKeyReused answers a key sent again with a different request.
-const CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
 
 // DefaultIdempotencyWindow is how long a key is remembered by default.
 const DefaultIdempotencyWindow = 24 * time.Hour
@@ -60,11 +58,11 @@ type Idempotency struct {
 // is the request's content (a retry must send the same).
 func NewIdempotency(key string, request []byte) (*Idempotency, error) {
 	if key == "" || len(key) > maxKeyLen {
-		return nil, errorf(CodeBadRequest, http.StatusBadRequest, "Idempotency-Key must be 1 to "+strconv.Itoa(maxKeyLen)+" characters")
+		return nil, dberr.New(dberr.CodeBadRequest, "Idempotency-Key must be 1 to "+strconv.Itoa(maxKeyLen)+" characters")
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
-			return nil, errorf(CodeBadRequest, http.StatusBadRequest, "Idempotency-Key must be printable ASCII without spaces (a UUID, for example)")
+			return nil, dberr.New(dberr.CodeBadRequest, "Idempotency-Key must be printable ASCII without spaces (a UUID, for example)")
 		}
 	}
 	return &Idempotency{key: key, hash: sha256.Sum256(request)}, nil
@@ -131,24 +129,23 @@ func (db *database) idemCall(ctx context.Context) *idemCall {
 // runReq runs one request of a group: with a key, it first looks for the
 // key's stored answer (replay, or refuse a different request under the same
 // key), and after fn succeeds stores the answer in the same transaction.
-func (db *database) runReq(w *conn, r *writeReq) error {
+func (db *database) runReq(w *sqlconn.Handle, r *writeReq) error {
 	c := r.idem
 	if c == nil {
 		return runFn(w, r.fn)
 	}
 	now := time.Now()
-	found, hash, body, err := db.idemLookup(w.c, c.sub, now)
+	found, hash, body, err := db.idemLookup(w.SQLite(), c.sub, now)
 	if err != nil {
 		return err
 	}
 	if found {
 		if !bytes.Equal(hash, c.k.hash[:]) {
-			return errorf(CodeKeyReused, http.StatusUnprocessableEntity,
-				"Idempotency-Key "+quote(c.k.key)+" was already used on database "+quote(db.name)+" for a different request; use a new key for a new request")
+			return dberr.ForDatabase(dberr.CodeKeyReused, db.name, "Idempotency-Key "+quote(c.k.key)+" was already used on database "+quote(db.name)+" for a different request; use a new key for a new request")
 		}
 		if c.load != nil {
 			if err := c.load(body); err != nil {
-				return errorf("INTERNAL", http.StatusInternalServerError, "cannot read the stored answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
+				return dberr.New(dberr.CodeInternal, "cannot read the stored answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
 			}
 		}
 		c.k.mu.Lock()
@@ -162,15 +159,15 @@ func (db *database) runReq(w *conn, r *writeReq) error {
 	var answer []byte
 	if c.save != nil {
 		if answer, err = c.save(); err != nil {
-			return errorf("INTERNAL", http.StatusInternalServerError, "cannot store the answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
+			return dberr.New(dberr.CodeInternal, "cannot store the answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
 		}
 	}
 	if answer == nil {
 		answer = []byte{}
 	}
-	st, err := w.c.Prepare("INSERT INTO " + IdempotencyTable + "(key, created, hash, status, body) VALUES (?, ?, ?, 200, ?)")
+	st, err := w.SQLite().Prepare("INSERT INTO " + IdempotencyTable + "(key, created, hash, status, body) VALUES (?, ?, ?, 200, ?)")
 	if err != nil {
-		return sqlError(err, false)
+		return sqlconn.Translate(err)
 	}
 	defer st.Reset()
 	st.BindText(1, c.sub)
@@ -178,9 +175,9 @@ func (db *database) runReq(w *conn, r *writeReq) error {
 	st.BindBytes(3, c.k.hash[:])
 	st.BindBytes(4, answer)
 	if _, err := st.Step(); err != nil {
-		return sqlError(err, false)
+		return sqlconn.Translate(err)
 	}
-	db.idemPrune(w.c, now)
+	db.idemPrune(w.SQLite(), now)
 	return nil
 }
 
@@ -197,17 +194,17 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 	if err != nil && strings.Contains(err.Error(), "no such table") {
 		// Created inside the request's transaction: if that rolls back, so
 		// does the table, and the next key creates it again.
-		if err := execSimple(c, "CREATE TABLE IF NOT EXISTS "+IdempotencyTable+
+		if err := sqlconn.Run(c, "CREATE TABLE IF NOT EXISTS "+IdempotencyTable+
 			"(key TEXT PRIMARY KEY, created INTEGER NOT NULL, hash BLOB NOT NULL, status INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID"); err != nil {
-			return false, nil, nil, sqlError(err, false)
+			return false, nil, nil, sqlconn.Translate(err)
 		}
-		if err := execSimple(c, "CREATE INDEX IF NOT EXISTS "+IdempotencyTable+"_created ON "+IdempotencyTable+"(created)"); err != nil {
-			return false, nil, nil, sqlError(err, false)
+		if err := sqlconn.Run(c, "CREATE INDEX IF NOT EXISTS "+IdempotencyTable+"_created ON "+IdempotencyTable+"(created)"); err != nil {
+			return false, nil, nil, sqlconn.Translate(err)
 		}
 		return false, nil, nil, nil
 	}
 	if err != nil || !row {
-		return false, nil, nil, sqlError(err, false)
+		return false, nil, nil, sqlconn.Translate(err)
 	}
 	created := st.ColumnInt64(0)
 	hash = make([]byte, st.ColumnLen(1))
@@ -218,12 +215,12 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 	if now.Sub(time.UnixMilli(created)) >= db.idemWindow() {
 		del, err := c.Prepare("DELETE FROM " + IdempotencyTable + " WHERE key = ?")
 		if err != nil {
-			return false, nil, nil, sqlError(err, false)
+			return false, nil, nil, sqlconn.Translate(err)
 		}
 		defer del.Reset()
 		del.BindText(1, key)
 		if _, err := del.Step(); err != nil {
-			return false, nil, nil, sqlError(err, false)
+			return false, nil, nil, sqlconn.Translate(err)
 		}
 		return false, nil, nil, nil
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dberr"
 )
 
 // Leases: with Options.Lease set, a database is opened for writing only by
@@ -23,11 +23,8 @@ import (
 // stops writing (its store refuses writes: lease.GuardStore, through
 // package replicated), drops its local copy and goes back to waiting.
 
-// CodeNotLeader: another instance holds the database's lease.
-const CodeNotLeader = "NOT_LEADER"
-
 // NotLeaderError says which instance holds a database's lease. It unwraps
-// to a retryable 503 *Error for callers that do not forward.
+// to a retryable NOT_LEADER *dberr.Error for callers that do not forward.
 type NotLeaderError struct {
 	Name   string
 	Leader lease.Record
@@ -36,7 +33,7 @@ type NotLeaderError struct {
 func (e *NotLeaderError) Error() string { return e.Unwrap().Error() }
 
 func (e *NotLeaderError) Unwrap() error {
-	return errorf(CodeNotLeader, http.StatusServiceUnavailable, fmt.Sprintf(
+	return dberr.ForDatabase(dberr.CodeNotLeader, e.Name, fmt.Sprintf(
 		"database %s is written by another instance (%s at %s, lease epoch %d); send writes there or retry",
 		quote(e.Name), e.Leader.Holder, e.Leader.URL, e.Leader.Epoch))
 }
@@ -103,7 +100,7 @@ func (t *leaseTable) acquire(ctx context.Context, name string, store replica.Sto
 		return nil, &NotLeaderError{Name: name, Leader: held.Record}
 	}
 	if err != nil {
-		return nil, errorf(CodeUnavailable, http.StatusServiceUnavailable, "database "+quote(name)+": "+err.Error()+"; retry")
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+": "+err.Error()+"; retry")
 	}
 	t.mu.Lock()
 	t.held[name] = l

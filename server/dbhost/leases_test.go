@@ -12,6 +12,9 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/httperr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 func leasedHost(t *testing.T, store replica.Store, id string) *Host {
@@ -54,9 +57,9 @@ func TestLeaseOneWriterAndHandoff(t *testing.T) {
 			if !errors.As(err, &nl) || nl.Leader.URL != "http://a" {
 				t.Fatalf("b.Get = %v, want NotLeaderError naming http://a", err)
 			}
-			var e *Error
-			if !errors.As(err, &e) || e.Status != 503 {
-				t.Fatalf("NotLeaderError is not a 503 *Error: %v", err)
+			var e *dberr.Error
+			if !errors.As(err, &e) || httperr.Status(e) != 503 {
+				t.Fatalf("NotLeaderError is not a 503 *dberr.Error: %v", err)
 			}
 			for i := 0; i < 20; i++ {
 				write(t, dbA, "INSERT INTO t VALUES (1)")
@@ -100,12 +103,12 @@ func TestLeaseLossStopsWritesAndDropsLocalCopy(t *testing.T) {
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		_, err := dbA.Write(context.Background(), func(c Conn) error {
-			_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (1)"})
+		_, err := dbA.Write(context.Background(), func(c sqlconn.Conn) error {
+			_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (1)"})
 			return err
 		})
-		var e *Error
-		if errors.As(err, &e) && e.Status == 503 {
+		var e *dberr.Error
+		if errors.As(err, &e) && httperr.Status(e) == 503 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,8 +1,6 @@
 package dbhost
 
-import (
-	"net/http"
-)
+import "github.com/sluicedb/sluice/server/dberr"
 
 // validName reports whether name matches ^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$,
 // the only shape a database name may take: it becomes a file name and a
@@ -28,18 +26,12 @@ func validName(name string) bool {
 // server's root URL work without creating anything.
 const DefaultDatabase = "default"
 
-// ValidateName returns a 400 *Error unless name is a valid database name.
+// ValidateName returns a BAD_NAME *dberr.Error unless name is a valid
+// database name.
 func ValidateName(name string) error {
 	if !validName(name) {
-		return &Error{Code: "BAD_NAME", Status: http.StatusBadRequest,
-			Message: "invalid database name " + quote(name) + ": use 1-64 letters, digits, '_' or '-', starting with a letter or digit"}
+		return dberr.ForDatabase(dberr.CodeBadName, name,
+			"invalid database name "+quote(name)+": use 1-64 letters, digits, '_' or '-', starting with a letter or digit")
 	}
 	return nil
-}
-
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "..."
-	}
-	return "\"" + s + "\""
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // gatedStore holds LTX uploads while closed.
@@ -68,8 +69,8 @@ func TestWritesArrivingDuringAnUploadFormOneGroup(t *testing.T) {
 	errs := make([]error, 11)
 	send := func(i int) {
 		defer wg.Done()
-		_, errs[i] = db.Write(context.Background(), func(c Conn) error {
-			_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []Value{{Type: Integer, Int: 1}}})
+		_, errs[i] = db.Write(context.Background(), func(c sqlconn.Conn) error {
+			_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: 1}}})
 			return err
 		})
 	}

@@ -2,17 +2,20 @@ package dbhost
 
 import (
 	"context"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // ReadOnly wraps db for a read-only principal: writes run on a read-only
-// connection (so they fail with SQLITE_READONLY, mapped to 403) and sessions
+// connection (so they fail with SQLITE_READONLY) and sessions
 // get a query_only connection. The HTTP layers hand this wrapper to the
 // protocol handlers, so they need no auth logic of their own.
 func ReadOnly(db Database) Database { return readOnlyDB{db} }
 
 type readOnlyDB struct{ Database }
 
-func (r readOnlyDB) Write(ctx context.Context, fn func(Conn) error) (Bookmark, error) {
+func (r readOnlyDB) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	return r.Database.Read(ctx, fn)
 }
 
@@ -20,7 +23,7 @@ func (r readOnlyDB) Session(ctx context.Context) (Session, error) {
 	if d, ok := r.Database.(*database); ok {
 		return d.session(ctx, true)
 	}
-	return nil, errorf(CodeForbidden, 403, "read-only access: interactive sessions are not available")
+	return nil, dberr.New(dberr.CodeForbidden, "read-only access: interactive sessions are not available")
 }
 
 // StatementsReadOnly reports whether every statement of sqls is read-only
@@ -32,7 +35,7 @@ func StatementsReadOnly(ctx context.Context, db Database, sqls []string) bool {
 	if len(sqls) == 0 {
 		return true
 	}
-	_, err := db.Read(ctx, func(c Conn) error {
+	_, err := db.Read(ctx, func(c sqlconn.Conn) error {
 		for _, q := range sqls {
 			if d, err := c.Describe(ctx, q); err != nil || !d.ReadOnly {
 				return ErrWriteNeeded

@@ -3,6 +3,9 @@ package dbhost
 import (
 	"context"
 	"errors"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // ErrWriteNeeded is what a RunAuto callback returns when, on a read
@@ -21,16 +24,16 @@ var ErrWriteNeeded = errors.New("dbhost: the request writes; it runs in a write 
 // there should make it return ErrWriteNeeded. A read-only principal's
 // requests always run on a read connection, and their writes fail there.
 //
-// Statements that change the connection itself (IsOwnConnectionError) fail
+// Statements that change the connection itself (dberr.ErrNeedsOwnConnection) fail
 // on both; the caller then runs the request on a Session.
-func RunAuto(ctx context.Context, db Database, sqls []string, fn func(c Conn, onReader bool) error) (Bookmark, error) {
+func RunAuto(ctx context.Context, db Database, sqls []string, fn func(c sqlconn.Conn, onReader bool) error) (Bookmark, error) {
 	if _, ro := db.(readOnlyDB); ro {
-		return db.Read(ctx, func(c Conn) error { return fn(c, false) })
+		return db.Read(ctx, func(c sqlconn.Conn) error { return fn(c, false) })
 	}
-	bm, err := db.Read(ctx, func(c Conn) error {
+	bm, err := db.Read(ctx, func(c sqlconn.Conn) error {
 		for _, q := range sqls {
 			d, err := c.Describe(ctx, q)
-			if IsOwnConnectionError(err) {
+			if errors.Is(err, dberr.ErrNeedsOwnConnection) {
 				return err
 			}
 			if err != nil || !d.ReadOnly {
@@ -38,13 +41,13 @@ func RunAuto(ctx context.Context, db Database, sqls []string, fn func(c Conn, on
 			}
 		}
 		err := fn(c, true)
-		if IsReadOnlyError(err) {
+		if errors.Is(err, dberr.ErrReadOnly) {
 			return ErrWriteNeeded
 		}
 		return err
 	})
 	if errors.Is(err, ErrWriteNeeded) {
-		return db.Write(ctx, func(c Conn) error { return fn(c, false) })
+		return db.Write(ctx, func(c sqlconn.Conn) error { return fn(c, false) })
 	}
 	return bm, err
 }

@@ -2,9 +2,12 @@ package dbhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
 	"sync"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // session is an interactive connection of its own (Database.Session). SQLite's
@@ -14,7 +17,7 @@ type session struct {
 	db       *database
 	readOnly bool
 	mu       sync.Mutex
-	c        *conn
+	c        *sqlconn.Handle
 	fresh    string // the connection's state when it opened (state.go)
 	closed   bool
 }
@@ -66,24 +69,24 @@ func (db *database) session(ctx context.Context, readOnly bool) (Session, error)
 	}
 	db.sessions[s] = struct{}{} // reserved before opening, so concurrent opens respect the limit
 	db.sessMu.Unlock()
-	role := ownWriter
+	role := sqlconn.OwnWriter
 	if readOnly {
-		role = ownReader
+		role = sqlconn.OwnReader
 	}
-	c, err := openConn(db.path, role, db.opts.StatementTimeout)
+	c, err := sqlconn.Open(db.path, role, db.opts.StatementTimeout)
 	if err != nil {
 		db.sessMu.Lock()
 		delete(db.sessions, s)
 		db.sessMu.Unlock()
-		return nil, errorf("INTERNAL", http.StatusInternalServerError, err.Error())
+		return nil, dberr.New(dberr.CodeInternal, err.Error())
 	}
-	fresh, err := c.state()
+	fresh, err := c.State()
 	if err != nil {
-		c.close()
+		c.Close()
 		db.sessMu.Lock()
 		delete(db.sessions, s)
 		db.sessMu.Unlock()
-		return nil, errorf("INTERNAL", http.StatusInternalServerError, "read a new connection's settings: "+err.Error())
+		return nil, dberr.New(dberr.CodeInternal, "read a new connection's settings: "+err.Error())
 	}
 	s.mu.Lock()
 	s.c, s.fresh = c, fresh
@@ -99,7 +102,7 @@ func (s *session) StateChanged() bool {
 	if s.closed {
 		return false
 	}
-	now, err := s.c.state()
+	now, err := s.c.State()
 	return err != nil || now != s.fresh
 }
 
@@ -109,11 +112,11 @@ func (s *session) Autocommit() bool {
 	return s.closed || s.c.Autocommit()
 }
 
-func (s *session) Describe(ctx context.Context, sql string) (Description, error) {
+func (s *session) Describe(ctx context.Context, sql string) (sqlconn.Description, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Description{}, errorf(CodeBadRequest, http.StatusBadRequest, "session is closed")
+		return sqlconn.Description{}, dberr.New(dberr.CodeBadRequest, "session is closed")
 	}
 	return s.c.Describe(ctx, sql)
 }
@@ -122,24 +125,24 @@ func (s *session) Describe(ctx context.Context, sql string) (Description, error)
 // write (a COMMIT, or a write outside any transaction) it waits until that
 // commit is durable, exactly like a write group: in sync mode the statement
 // is answered only once the bucket holds it.
-func (s *session) Exec(ctx context.Context, st Stmt) (Result, error) {
+func (s *session) Exec(ctx context.Context, st sqlconn.Stmt) (sqlconn.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Result{}, errorf(CodeBadRequest, http.StatusBadRequest, "session is closed")
+		return sqlconn.Result{}, dberr.New(dberr.CodeBadRequest, "session is closed")
 	}
 	wasTx := !s.c.Autocommit()
-	before := s.c.totalChanges()
+	before := s.c.TotalChanges()
 	res, err := s.c.Exec(ctx, st)
-	if IsInternalError(err) {
+	if errors.Is(err, dberr.ErrInternal) {
 		// The statement failed inside the SQLite layer: trust nothing the
 		// connection holds. Roll back, close it, and end the session.
 		s.abandon()
-		return Result{}, err
+		return sqlconn.Result{}, err
 	}
-	if s.c.Autocommit() && (wasTx || s.c.wrote || s.c.totalChanges() != before) {
+	if s.c.Autocommit() && (wasTx || s.c.Wrote() || s.c.TotalChanges() != before) {
 		// A no-op write group is ordered after this commit, so its upload covers it.
-		if _, derr := s.db.Write(withoutIdempotency(ctx), func(Conn) error { return nil }); derr != nil && err == nil {
+		if _, derr := s.db.Write(withoutIdempotency(ctx), func(sqlconn.Conn) error { return nil }); derr != nil && err == nil {
 			return res, derr
 		}
 	}
@@ -151,9 +154,9 @@ func (s *session) Exec(ctx context.Context, st Stmt) (Result, error) {
 func (s *session) abandon() {
 	s.closed = true
 	if !s.c.Autocommit() {
-		_ = execSimple(s.c.c, "ROLLBACK")
+		_ = s.c.Run("ROLLBACK")
 	}
-	s.c.close()
+	s.c.Close()
 	s.db.sessMu.Lock()
 	delete(s.db.sessions, s)
 	s.db.sessMu.Unlock()

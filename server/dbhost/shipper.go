@@ -15,7 +15,7 @@ import (
 // meanwhile into the same upload.
 //
 // A failed upload (sync mode) answers the group's requests
-// COMMITTED_NOT_DURABLE (500, no Retry-After, with the commit's bookmark):
+// COMMITTED_NOT_DURABLE (a NotDurableError with the commit's bookmark):
 // their data is committed locally and the next successful Sync ships it, so
 // a blind retry would apply them twice; the shipper retries with backoff
 // even if no new write arrives. ErrFenced stops the

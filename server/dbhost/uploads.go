@@ -52,7 +52,7 @@ func (s *uploadSlots) release() {
 // waitSlot blocks until the database holds an upload slot, taking every
 // group committed meanwhile into pending, and returns the slot's release.
 func (db *database) waitSlot(pending []*group, open bool) (release func(), _ []*group, stillOpen bool) {
-	slots := db.host.slots()
+	slots := db.uploads
 	if slots == nil {
 		return func() {}, pending, open
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Slots go to waiters in arrival order, and never more than the bound at once.
@@ -107,8 +108,8 @@ func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range each {
-					if _, err := db.Write(context.Background(), func(c Conn) error {
-						_, err := c.Exec(context.Background(), Stmt{SQL: "INSERT INTO t VALUES (1)"})
+					if _, err := db.Write(context.Background(), func(c sqlconn.Conn) error {
+						_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (1)"})
 						return err
 					}); err != nil {
 						errs <- err
@@ -156,7 +157,7 @@ func TestCommitWindowSharesOneUpload(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			write(t, db, "INSERT INTO t VALUES (?)", Value{Type: Integer, Int: int64(i)})
+			write(t, db, "INSERT INTO t VALUES (?)", sqlconn.Value{Type: sqlconn.Integer, Int: int64(i)})
 			took[i] = time.Since(start)
 		}()
 		time.Sleep(40 * time.Millisecond) // one after the other, well inside the window

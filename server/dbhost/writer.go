@@ -1,13 +1,14 @@
 package dbhost
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // The write path. One writer goroutine per database drains the queue of
@@ -117,7 +118,7 @@ func (db *database) runGroup(reqs []*writeReq) {
 	live := reqs[:0:0]
 	for _, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
-			finish(r, 0, sqlError(err, false))
+			finish(r, 0, sqlconn.Translate(err))
 			continue
 		}
 		live = append(live, r)
@@ -182,7 +183,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 	for i, r := range live {
 		r.err = nil
 		if safe {
-			if err := execSimple(w.c, "SAVEPOINT "+savepointName); err != nil {
+			if err := w.Run("SAVEPOINT " + savepointName); err != nil {
 				db.abortGroup(live, "savepoint failed: "+err.Error())
 				return nil, false
 			}
@@ -190,7 +191,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		r.err = db.runReq(w, r)
 		if w.Autocommit() || (r.err != nil && !safe) { // answer r, re-run the rest
 			if r.err == nil {
-				r.err = errorf("SQLITE_ERROR", http.StatusBadRequest, "the request ended the group's transaction")
+				r.err = dberr.New(dberr.CodeSQLiteError, "the request ended the group's transaction")
 			}
 			if !w.Autocommit() {
 				if err := db.txControl("ROLLBACK"); err != nil {
@@ -203,7 +204,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 			return rest, false
 		}
 		if r.err != nil {
-			if e1, e2 := execSimple(w.c, "ROLLBACK TO "+savepointName), execSimple(w.c, "RELEASE "+savepointName); e1 != nil || e2 != nil {
+			if e1, e2 := w.Run("ROLLBACK TO "+savepointName), w.Run("RELEASE "+savepointName); e1 != nil || e2 != nil {
 				db.abortGroup(live, "rollback to savepoint failed")
 				return nil, false
 			}
@@ -212,7 +213,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		if !safe {
 			continue
 		}
-		if err := execSimple(w.c, "RELEASE "+savepointName); err != nil {
+		if err := w.Run("RELEASE " + savepointName); err != nil {
 			db.abortGroup(live, "release savepoint failed: "+err.Error())
 			return nil, false
 		}
@@ -227,11 +228,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 // txControl runs BEGIN/COMMIT/ROLLBACK for the group; requests themselves
 // may not (the guard refuses transaction control on the writer).
 func (db *database) txControl(sql string) error {
-	db.writer.g.allowTx = true
-	defer func() { db.writer.g.allowTx = false }()
-	db.writer.intr.arm(context.Background(), 60*time.Second)
-	defer db.writer.intr.disarm()
-	return execSimple(db.writer.c, sql)
+	return db.writer.RunTxControl(sql)
 }
 
 func (db *database) abortGroup(live []*writeReq, why string) {
@@ -240,6 +237,6 @@ func (db *database) abortGroup(live []*writeReq, why string) {
 	}
 	db.log.Error("write group failed; nothing of it was committed", "db", db.name, "requests", len(live), "reason", why)
 	for _, r := range live {
-		finish(r, 0, errorf("INTERNAL", http.StatusInternalServerError, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
+		finish(r, 0, dberr.ForDatabase(dberr.CodeInternal, db.name, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -65,8 +66,7 @@ func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name st
 	bookmark = max(bookmark, verdict.Bookmark)
 	view, err := f.cfg.Host.ReadReplica(r.Context(), name, bookmark)
 	if err != nil {
-		var e *dbhost.Error
-		if bookmark > 0 && errors.As(err, &e) && e.Code == dbhost.CodeLagging {
+		if bookmark > 0 && errors.Is(err, dberr.ErrLagging) {
 			f.cfg.WriteError(w, r, err)
 			return true
 		}
@@ -99,8 +99,7 @@ func headerBookmark(r *http.Request) (dbhost.Bookmark, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest,
-			Message: dbhost.BookmarkHeader + " " + strconv.Quote(v) + " is not a TXID (a decimal number from a previous response)"}
+		return 0, dberr.New(dberr.CodeBadRequest, dbhost.BookmarkHeader+" "+strconv.Quote(v)+" is not a TXID (a decimal number from a previous response)")
 	}
 	return dbhost.Bookmark(n), nil
 }

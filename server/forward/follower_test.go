@@ -17,10 +17,12 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/jsonapi"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // writerStub stands for the database's writer: it records what was
@@ -168,8 +170,8 @@ func TestFollowerAnswersReadsDecidedUpFrontAndProxiesTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm, err := db.Write(context.Background(), func(c dbhost.Conn) error {
-		_, err := c.Exec(context.Background(), dbhost.Stmt{SQL: "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (41)"})
+	bm, err := db.Write(context.Background(), func(c sqlconn.Conn) error {
+		_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (41)"})
 		return err
 	})
 	if err != nil {
@@ -246,14 +248,14 @@ func TestFollowerAnswersReadsDecidedUpFrontAndProxiesTheRest(t *testing.T) {
 	t.Run("bookmark ahead of the follower waits, then answers LAGGING", func(t *testing.T) {
 		start := time.Now()
 		a := post(t, h, "/v1/databases/default/query", `{"sql":"SELECT n FROM t"}`, dbhost.BookmarkHeader, "999999")
-		if a.status != 503 || !strings.Contains(a.body, dbhost.CodeLagging) || a.header.Get("Retry-After") == "" {
+		if a.status != 503 || !strings.Contains(a.body, dberr.CodeLagging) || a.header.Get("Retry-After") == "" {
 			t.Fatalf("unreachable bookmark: %d %s %v", a.status, a.body, a.header)
 		}
 		if waited := time.Since(start); waited < 300*time.Millisecond {
 			t.Fatalf("refused after %s, before the follower's bookmark wait", waited)
 		}
 		a = post(t, h, "/v2/pipeline", `{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT n FROM t","replication_index":"999999"}},{"type":"close"}]}`)
-		if a.status != 503 || !strings.Contains(a.body, dbhost.CodeLagging) {
+		if a.status != 503 || !strings.Contains(a.body, dberr.CodeLagging) {
 			t.Fatalf("unreachable replication_index: %d %s %v", a.status, a.body, a.header)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -147,5 +148,5 @@ func (f *Forwarder) toWriter(w http.ResponseWriter, r *http.Request, name string
 }
 
 func bodyError(err error) error {
-	return &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "read request body: " + err.Error()}
+	return dberr.New(dberr.CodeBadRequest, "read request body: "+err.Error())
 }

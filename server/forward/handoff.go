@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -115,8 +116,7 @@ func (f *Forwarder) toNextWriter(w http.ResponseWriter, r *http.Request, name st
 		}
 		if now.After(deadline) {
 			w.Header().Set("Retry-After", "1")
-			f.cfg.WriteError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusServiceUnavailable,
-				Message: "this instance is shutting down and no other instance has taken database " + name + " over yet; retry"})
+			f.cfg.WriteError(w, r, dberr.New(dberr.CodeUnavailable, "this instance is shutting down and no other instance has taken database "+name+" over yet; retry"))
 			return
 		}
 		select {

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/httperr"
 )
 
 // The proxy to a database's writer: the request goes to the URL the lease
@@ -50,8 +51,8 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, t
 		if errors.As(err, &op) && op.Op == "dial" {
 			return false
 		}
-		f.cfg.WriteError(w, r, &dbhost.Error{Code: dbhost.CodeUnavailable, Status: http.StatusBadGateway,
-			Message: "forwarding to the database's writer " + to.URL + " failed mid-request (" + err.Error() + "); the write may or may not have been applied"})
+		f.cfg.WriteError(w, r, httperr.WithStatus(http.StatusBadGateway, dberr.New(dberr.CodeUnavailable,
+			"forwarding to the database's writer "+to.URL+" failed mid-request ("+err.Error()+"); the write may or may not have been applied")))
 		return true
 	}
 	defer resp.Body.Close()

@@ -2,6 +2,7 @@ package hrana
 
 import (
 	"encoding/json"
+	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -33,7 +34,7 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *cursorReqBody,
 	answer func(http.ResponseWriter, cursorRespBody, []cursorEntry)) {
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "cursor needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
 		return
 	}
 	if e := validateBatch(body.Batch); e != nil {

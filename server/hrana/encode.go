@@ -8,10 +8,11 @@ import (
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Hrana answers are written by hand: a result's rows are encoded as SQLite
-// steps them (rowsEncoder, a dbhost.RowWriter) and the pipeline answer is
+// steps them (rowsEncoder, a sqlconn.RowWriter) and the pipeline answer is
 // assembled around them, with no reflection and no value copied per row.
 
 // rowsEncoder holds a statement's rows as the JSON elements of "rows".
@@ -22,7 +23,7 @@ type rowsEncoder struct {
 }
 
 // Columns starts the rows over (a statement run again starts from scratch).
-func (e *rowsEncoder) Columns([]dbhost.Column) {
+func (e *rowsEncoder) Columns([]sqlconn.Column) {
 	if e.buf == nil {
 		e.buf = jsonstr.GetBuffer()
 	}
@@ -30,7 +31,7 @@ func (e *rowsEncoder) Columns([]dbhost.Column) {
 }
 
 // Row appends the row SQLite is on.
-func (e *rowsEncoder) Row(r *dbhost.Row) {
+func (e *rowsEncoder) Row(r *sqlconn.Row) {
 	b := e.buf
 	if e.rows > 0 {
 		b = append(b, ',')
@@ -47,19 +48,19 @@ func (e *rowsEncoder) Row(r *dbhost.Row) {
 }
 
 // appendRowValue is appendValue for column i of a row being stepped.
-func appendRowValue(b []byte, r *dbhost.Row, i int) []byte {
+func appendRowValue(b []byte, r *sqlconn.Row, i int) []byte {
 	switch r.Type(i) {
-	case dbhost.Integer:
+	case sqlconn.Integer:
 		b = append(b, `{"type":"integer","value":"`...)
 		b = strconv.AppendInt(b, r.Int(i), 10)
 		return append(b, `"}`...)
-	case dbhost.Float:
-		return appendValue(b, dbhost.Value{Type: dbhost.Float, Float: r.Float(i)})
-	case dbhost.Text:
+	case sqlconn.Float:
+		return appendValue(b, sqlconn.Value{Type: sqlconn.Float, Float: r.Float(i)})
+	case sqlconn.Text:
 		b = append(b, `{"type":"text","value":`...)
 		b = jsonstr.AppendBytes(b, r.Bytes(i))
 		return append(b, '}')
-	case dbhost.Blob:
+	case sqlconn.Blob:
 		return appendBlob(b, r.Bytes(i))
 	}
 	return append(b, `{"type":"null"}`...)
@@ -94,7 +95,7 @@ func (r *stmtResultJSON) appendJSON(b []byte) []byte {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = appendValue(b, dbhost.Value(v))
+				b = appendValue(b, sqlconn.Value(v))
 			}
 			b = append(b, ']')
 		}

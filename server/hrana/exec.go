@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // step is one compiled statement of a batch (execute and sequence requests
@@ -18,7 +20,7 @@ import (
 type step struct {
 	sql      string
 	class    sqltext.TxRole
-	stmt     dbhost.Stmt
+	stmt     sqlconn.Stmt
 	cond     *batchCond
 	compile  *Error // e.g. an unknown sql_id: reported as the step's error
 	hasNamed bool   // has a named argument without its prefix
@@ -84,7 +86,7 @@ func (x *execution) timedOut() *Error {
 	if x.ctx.Err() == nil || (x.parent != nil && x.parent.Err() != nil) {
 		return nil
 	}
-	return &Error{Code: "REQUEST_TIMEOUT", Message: fmt.Sprintf(
+	return &Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
 		"the request on database %q ran for more than %s (the request timeout) and was interrupted; what it ran was rolled back: split the work into smaller requests",
 		x.s.db.Name(), x.h.cfg.RequestTimeout)}
 }
@@ -115,21 +117,21 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 	if st.WantRows != nil {
 		want = *st.WantRows
 	}
-	out.stmt = dbhost.Stmt{SQL: sql, WantRows: want, StrictArgs: true}
+	out.stmt = sqlconn.Stmt{SQL: sql, WantRows: want, StrictArgs: true}
 	for _, a := range st.Args {
-		out.stmt.Args = append(out.stmt.Args, dbhost.Value(a))
+		out.stmt.Args = append(out.stmt.Args, sqlconn.Value(a))
 	}
 	if len(st.NamedArgs) > 0 {
-		out.stmt.NamedArgs = make(map[string]dbhost.Value, len(st.NamedArgs))
+		out.stmt.NamedArgs = make(map[string]sqlconn.Value, len(st.NamedArgs))
 		for _, a := range st.NamedArgs {
 			if a.Name == "" {
-				out.compile = &Error{Code: "ARGS_INVALID", Message: "a named argument has an empty name"}
+				out.compile = &Error{Code: dberr.CodeArgsInvalid, Message: "a named argument has an empty name"}
 				return out
 			}
 			if !strings.ContainsRune(":@$?", rune(a.Name[0])) {
 				out.hasNamed = true
 			}
-			out.stmt.NamedArgs[a.Name] = dbhost.Value(a.Value)
+			out.stmt.NamedArgs[a.Name] = sqlconn.Value(a.Value)
 		}
 	}
 	return out
@@ -192,7 +194,7 @@ var errTxLeftOpenErr = &Error{Code: "TX_LEFT_OPEN"}
 
 // errOwnConnection marks a batch that needs a connection of its own; it is
 // run again on a session (nothing of it was kept).
-var errOwnConnection = &Error{Code: dbhost.CodeNeedsOwnConnection}
+var errOwnConnection = &Error{Code: dberr.CodeNeedsOwnConnection}
 
 func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var plain []string
@@ -203,7 +205,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	}
 	var out outcome
 	keyOutcome(x.ctx, &out)
-	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c dbhost.Conn, onReader bool) error {
+	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c sqlconn.Conn, onReader bool) error {
 		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.streamRows}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
@@ -227,7 +229,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	switch {
 	case errors.Is(err, errTxLeftOpen):
 		return outcome{}, errTxLeftOpenErr
-	case dbhost.IsOwnConnectionError(err):
+	case errors.Is(err, dberr.ErrNeedsOwnConnection):
 		return outcome{}, errOwnConnection
 	}
 	if e := x.timedOut(); e != nil && errors.Is(err, errRequestTimedOut) {
@@ -301,7 +303,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	s := x.s
 	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.h.cfg.TxTimeout)) {
 		x.endSession()
-		s.dead = &Error{Code: "TRANSACTION_TIMEOUT", Message: fmt.Sprintf(
+		s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.h.cfg.TxTimeout)}
 		return outcome{}, s.dead
 	}

@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httperr"
 )
 
 // Config tunes the handler. Zero values take the defaults below.
@@ -191,7 +193,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch path {
 	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use GET on " + path})
+			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -202,12 +204,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = answersAlways(h.serveCursorProtobuf)
 	default:
 		if post = h.readablePost(path); post == nil {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: "NOT_FOUND", Message: "no Hrana endpoint at " + r.URL.Path})
+			writeHTTPError(w, http.StatusNotFound, &Error{Code: dberr.CodeNotFound, Message: "no Hrana endpoint at " + r.URL.Path})
 			return
 		}
 	}
 	if r.Method != http.MethodPost {
-		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: "METHOD_NOT_ALLOWED", Message: "use POST on " + path})
+		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
 		return
 	}
 	db := databaseFrom(r.Context())
@@ -301,7 +303,7 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 		return
 	}
 	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
-	e := &Error{Code: "INTERNAL_ERROR", Message: fmt.Sprintf(
+	e := &Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
 		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
 	if !*released {
 		s.dead = e
@@ -319,7 +321,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Err
 		if errors.As(err, &tooBig) {
 			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
 		}
-		return nil, &Error{Code: "PROTOCOL_ERROR", Message: "could not read the request body: " + err.Error()}
+		return nil, &Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
 	}
 	return data, nil
 }
@@ -331,7 +333,7 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *
 		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
-		return &Error{Code: "PROTOCOL_ERROR", Message: "request body is not valid Hrana JSON: " + err.Error()}
+		return &Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 	}
 	return nil
 }
@@ -366,24 +368,18 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 
 // WriteError answers an HTTP request on a Hrana route with err, in the
 // shape Hrana clients read (top-level "message" and "code"), so that a
-// client shows the reason rather than only the status. A *dbhost.Error
-// gives the status; anything else is a 500.
+// client shows the reason rather than only the status. An error with a
+// dberr code gets httperr's status; anything else is a 500.
 func WriteError(w http.ResponseWriter, err error) {
-	var de *dbhost.Error
-	if !errors.As(err, &de) {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "INTERNAL_ERROR", Message: err.Error()})
+	if dberr.As(err) == nil {
+		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError, Message: err.Error()})
 		return
 	}
-	status := de.Status
-	if status == 0 {
-		status = http.StatusBadRequest
-	}
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
+	status := httperr.Status(err)
+	httperr.SetRetryAfter(w.Header(), status)
 	var nd *dbhost.NotDurableError
 	if errors.As(err, &nd) {
 		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(nd.Bookmark))
 	}
-	writeHTTPError(w, status, &Error{Code: de.Code, Message: de.Message})
+	writeHTTPError(w, status, &Error{Code: httperr.Code(err), Message: httperr.Message(err)})
 }

@@ -3,6 +3,7 @@ package hrana
 import (
 	"context"
 	"encoding/json"
+	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 	"strings"
 
@@ -28,7 +29,7 @@ func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idem
 	}
 	raw, err := json.Marshal(request)
 	if err != nil {
-		return nil, nil, &Error{Code: "PROTOCOL_ERROR", Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
+		return nil, nil, &Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
 	}
 	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {

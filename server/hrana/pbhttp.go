@@ -1,6 +1,7 @@
 package hrana
 
 import (
+	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -20,7 +21,7 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 	}
 	body, err := pbDecodePipelineReq(data)
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
 		return nil
 	}
 	return h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
@@ -28,7 +29,7 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 		if err != nil {
 			// The requests ran: say so rather than pretend nothing happened.
 			h.log.Error("hrana: encoding a protobuf pipeline response failed", "err", err)
-			writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "INTERNAL_ERROR",
+			writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError,
 				Message: "the pipeline ran but its response could not be encoded: " + err.Error()})
 			return
 		}
@@ -44,7 +45,7 @@ func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db
 	}
 	body, err := pbDecodeCursorReq(data)
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
 		return
 	}
 	h.runCursor(w, r, db, body, func(w http.ResponseWriter, head cursorRespBody, entries []cursorEntry) {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -213,20 +213,20 @@ func pbDecodeValue(b []byte) (valueJSON, error) {
 		switch f.num {
 		case 1:
 			_, err = f.message()
-			v = valueJSON{Type: dbhost.Null}
+			v = valueJSON{Type: sqlconn.Null}
 		case 2:
 			err = f.want(protowire.VarintType)
-			v = valueJSON{Type: dbhost.Integer, Int: protowire.DecodeZigZag(f.val)}
+			v = valueJSON{Type: sqlconn.Integer, Int: protowire.DecodeZigZag(f.val)}
 		case 3:
 			err = f.want(protowire.Fixed64Type)
-			v = valueJSON{Type: dbhost.Float, Float: math.Float64frombits(f.val)}
+			v = valueJSON{Type: sqlconn.Float, Float: math.Float64frombits(f.val)}
 		case 4:
 			var s string
 			s, err = f.str()
-			v = valueJSON{Type: dbhost.Text, Text: s}
+			v = valueJSON{Type: sqlconn.Text, Text: s}
 		case 5:
 			err = f.want(protowire.BytesType)
-			v = valueJSON{Type: dbhost.Blob, Blob: append([]byte{}, f.raw...)}
+			v = valueJSON{Type: sqlconn.Blob, Blob: append([]byte{}, f.raw...)}
 		default:
 			return nil
 		}
@@ -414,15 +414,15 @@ func pbError(w *pbWriter, e *Error) {
 	}
 }
 
-func pbValue(w *pbWriter, v dbhost.Value) {
+func pbValue(w *pbWriter, v sqlconn.Value) {
 	switch v.Type {
-	case dbhost.Integer:
+	case sqlconn.Integer:
 		w.sint64(2, v.Int)
-	case dbhost.Float:
+	case sqlconn.Float:
 		w.double(3, v.Float)
-	case dbhost.Text:
+	case sqlconn.Text:
 		w.str(4, v.Text)
-	case dbhost.Blob:
+	case sqlconn.Blob:
 		w.bytes(5, v.Blob)
 	default:
 		w.message(1, func(*pbWriter) {})
@@ -440,7 +440,7 @@ func pbCols(w *pbWriter, num protowire.Number, cols []colJSON) {
 
 func pbRow(w *pbWriter, row []valueJSON) {
 	for _, v := range row {
-		w.message(1, func(w *pbWriter) { pbValue(w, dbhost.Value(v)) })
+		w.message(1, func(w *pbWriter) { pbValue(w, sqlconn.Value(v)) })
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -14,7 +14,7 @@ import (
 func TestProtobufLongNestedMessages(t *testing.T) {
 	for _, n := range []int{0, 127, 128, 16383, 16384, 3 << 20} {
 		text := strings.Repeat("x", n)
-		res := &stmtResultJSON{Cols: []colJSON{{Name: ptr("c")}}, Rows: [][]valueJSON{{{Type: dbhost.Text, Text: text}}}}
+		res := &stmtResultJSON{Cols: []colJSON{{Name: ptr("c")}}, Rows: [][]valueJSON{{{Type: sqlconn.Text, Text: text}}}}
 		out, err := pbPipelineResp(&pipelineRespBody{Results: []streamResult{okResult(map[string]any{"type": "execute", "result": res})}})
 		if err != nil {
 			t.Fatal(err)

@@ -2,11 +2,14 @@ package hrana
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
@@ -79,7 +82,7 @@ func errResult(e *Error) streamResult { return streamResult{Type: "error", Error
 func (x *execution) handle(req *streamRequest) streamResult {
 	s := x.s
 	if s.closed {
-		return errResult(&Error{Code: "STREAM_CLOSED", Message: "the stream was closed by an earlier request"})
+		return errResult(&Error{Code: dberr.CodeStreamClosed, Message: "the stream was closed by an earlier request"})
 	}
 	if s.dead != nil {
 		return errResult(s.dead)
@@ -119,7 +122,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 			return errResult(&Error{Code: "SQL_ID_IN_USE", Message: fmt.Sprintf("SQL text id %d is already in use on this stream; close_sql it first", *req.SQLID)})
 		}
 		if len(s.sqls) >= maxStoredSQL {
-			return errResult(&Error{Code: "SQL_STORE_FULL", Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			return errResult(&Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 		}
 		if s.sqls == nil {
 			s.sqls = map[int32]string{}
@@ -136,7 +139,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 	case "get_autocommit":
 		return okResult(map[string]any{"type": "get_autocommit", "is_autocommit": x.autocommit()})
 	}
-	return errResult(&Error{Code: "PROTOCOL_ERROR", Message: "unknown request type " + req.Type})
+	return errResult(&Error{Code: dberr.CodeProtocolError, Message: "unknown request type " + req.Type})
 }
 
 func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
@@ -189,16 +192,16 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 	if e != nil {
 		return nil, e
 	}
-	var d dbhost.Description
+	var d sqlconn.Description
 	var err error
 	if x.s.sess != nil {
 		d, err = x.s.sess.Describe(x.ctx, text)
 	} else {
-		_, err = x.s.db.Read(x.ctx, func(c dbhost.Conn) error {
+		_, err = x.s.db.Read(x.ctx, func(c sqlconn.Conn) error {
 			d, err = c.Describe(x.ctx, text)
 			return err
 		})
-		if dbhost.IsOwnConnectionError(err) {
+		if errors.Is(err, dberr.ErrNeedsOwnConnection) {
 			// A shared connection does not even prepare it; a connection of
 			// its own does (describing runs nothing, so none is kept).
 			var sess dbhost.Session
@@ -227,7 +230,7 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 // pipeline either is well-formed or does nothing.
 func validateRequest(req *streamRequest) *Error {
 	bad := func(format string, args ...any) *Error {
-		return &Error{Code: "PROTOCOL_ERROR", Message: fmt.Sprintf(format, args...)}
+		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch req.Type {
 	case "execute":
@@ -275,7 +278,7 @@ func validateBatch(b *batchJSON) *Error {
 // validateCond checks a condition of step i: it may refer to earlier steps only.
 func validateCond(c *batchCond, i int) *Error {
 	bad := func(format string, args ...any) *Error {
-		return &Error{Code: "PROTOCOL_ERROR", Message: fmt.Sprintf(format, args...)}
+		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch c.Type {
 	case "ok", "error":

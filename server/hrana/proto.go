@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // The JSON shapes of Hrana 1-3 over HTTP (docs/HRANA_3_SPEC.md, HTTP_V1/V2_SPEC.md).
@@ -130,7 +131,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // valueJSON is one Hrana value: integers as decimal strings, blobs as base64.
-type valueJSON dbhost.Value
+type valueJSON sqlconn.Value
 
 func (v *valueJSON) UnmarshalJSON(data []byte) error {
 	var raw struct {
@@ -143,14 +144,14 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 	}
 	switch raw.Type {
 	case "null":
-		*v = valueJSON{Type: dbhost.Null}
+		*v = valueJSON{Type: sqlconn.Null}
 	case "integer":
 		s := string(bytes.Trim(raw.Value, `"`))
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return fmt.Errorf("integer value %s is not a 64-bit integer", raw.Value)
 		}
-		*v = valueJSON{Type: dbhost.Integer, Int: n}
+		*v = valueJSON{Type: sqlconn.Integer, Int: n}
 	case "float":
 		f := 0.0
 		if len(raw.Value) > 0 {
@@ -160,13 +161,13 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 				return fmt.Errorf("float value %s is not a number", raw.Value)
 			}
 		}
-		*v = valueJSON{Type: dbhost.Float, Float: f}
+		*v = valueJSON{Type: sqlconn.Float, Float: f}
 	case "text":
 		var s string
 		if err := json.Unmarshal(raw.Value, &s); err != nil {
 			return fmt.Errorf("text value %s is not a string", raw.Value)
 		}
-		*v = valueJSON{Type: dbhost.Text, Text: s}
+		*v = valueJSON{Type: sqlconn.Text, Text: s}
 	case "blob":
 		if raw.Base64 == nil {
 			return fmt.Errorf("blob value has no base64 field")
@@ -175,17 +176,14 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("blob value: %w", err)
 		}
-		*v = valueJSON{Type: dbhost.Blob, Blob: b}
+		*v = valueJSON{Type: sqlconn.Blob, Blob: b}
 	default:
 		return fmt.Errorf("unknown value type %q (want null, integer, float, text or blob)", raw.Type)
 	}
 	return nil
 }
 
-func isRangeErr(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
-}
+func isRangeErr(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
 // decodeBase64 accepts padded and unpadded, standard and URL-safe base64:
 // libsql-client-go sends it unpadded, Python and JS padded.
@@ -198,19 +196,19 @@ func decodeBase64(s string) ([]byte, error) {
 }
 
 func (v valueJSON) MarshalJSON() ([]byte, error) {
-	return appendValue(nil, dbhost.Value(v)), nil
+	return appendValue(nil, sqlconn.Value(v)), nil
 }
 
 // appendValue encodes v as Hrana JSON. Blobs go out unpadded, as sqld sends
 // them: libsql-client-go decodes only unpadded base64, and the JS and Python
 // clients accept both.
-func appendValue(b []byte, v dbhost.Value) []byte {
+func appendValue(b []byte, v sqlconn.Value) []byte {
 	switch v.Type {
-	case dbhost.Integer:
+	case sqlconn.Integer:
 		b = append(b, `{"type":"integer","value":"`...)
 		b = strconv.AppendInt(b, v.Int, 10)
 		return append(b, `"}`...)
-	case dbhost.Float:
+	case sqlconn.Float:
 		b = append(b, `{"type":"float","value":`...)
 		if math.IsInf(v.Float, 0) || math.IsNaN(v.Float) {
 			// JSON has no infinity: sqld sends null, which every client's
@@ -220,11 +218,11 @@ func appendValue(b []byte, v dbhost.Value) []byte {
 			b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
 		}
 		return append(b, '}')
-	case dbhost.Text:
+	case sqlconn.Text:
 		b = append(b, `{"type":"text","value":`...)
 		b = jsonstr.Append(b, v.Text)
 		return append(b, '}')
-	case dbhost.Blob:
+	case sqlconn.Blob:
 		return appendBlob(b, v.Blob)
 	default:
 		return append(b, `{"type":"null"}`...)

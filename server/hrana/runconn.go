@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // runConn runs steps on one connection, tracking the transaction state that
 // batch conditions (is_autocommit) see.
 type runConn struct {
-	conn        dbhost.Conn
+	conn        sqlconn.Conn
 	pooled      bool // a read or write group: its own transaction is invisible to the stream
 	onReader    bool // a pooled read connection: a statement that writes makes the batch rerun as a write
 	virtual     bool // BEGIN/COMMIT/ROLLBACK become a savepoint inside a group
@@ -65,11 +67,11 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 		case err == nil:
 			out.results[i] = res
 			continue
-		case rc.pooled && dbhost.IsOwnConnectionError(err):
+		case rc.pooled && errors.Is(err, dberr.ErrNeedsOwnConnection):
 			rc.rerun = err
-		case rc.onReader && dbhost.IsReadOnlyError(err):
+		case rc.onReader && errors.Is(err, dberr.ErrReadOnly):
 			rc.rerun = dbhost.ErrWriteNeeded
-		case !rc.pooled && dbhost.IsInternalError(err):
+		case !rc.pooled && errors.Is(err, dberr.ErrInternal):
 			rc.broken = toError(err, "")
 		}
 		out.errs[i] = toError(err, "")
@@ -111,8 +113,8 @@ func (rc *runConn) eval(c *batchCond, out outcome) bool {
 	return false // unreachable: conditions are validated before running
 }
 
-func sqliteError(msg string) *dbhost.Error {
-	return &dbhost.Error{Code: "SQLITE_ERROR", Message: msg}
+func sqliteError(msg string) *dberr.Error {
+	return dberr.New(dberr.CodeSQLiteError, msg)
 }
 
 func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) {
@@ -154,7 +156,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 			return nil, err
 		}
 		if !d.ReadOnly {
-			return nil, &dbhost.Error{Code: "SQLITE_READONLY", Message: "attempt to write in a transaction opened READONLY"}
+			return nil, dberr.New(dberr.CodeSQLiteReadOnly, "attempt to write in a transaction opened READONLY")
 		}
 	}
 	if st.hasNamed {
@@ -186,7 +188,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 }
 
 func (rc *runConn) execControl(ctx context.Context, sql string) error {
-	_, err := rc.conn.Exec(ctx, dbhost.Stmt{SQL: sql})
+	_, err := rc.conn.Exec(ctx, sqlconn.Stmt{SQL: sql})
 	return err
 }
 
@@ -199,7 +201,7 @@ func (rc *runConn) abortVirtual(ctx context.Context) {
 
 // prefixNames gives named arguments sent without a prefix the one the
 // statement uses (":", "@" or "$"), as the Hrana spec asks servers to guess.
-func (rc *runConn) prefixNames(ctx context.Context, stmt dbhost.Stmt) map[string]dbhost.Value {
+func (rc *runConn) prefixNames(ctx context.Context, stmt sqlconn.Stmt) map[string]sqlconn.Value {
 	params := map[string]string{} // bare name -> name with prefix
 	if d, err := rc.conn.Describe(ctx, stmt.SQL); err == nil {
 		for _, p := range d.Params {
@@ -208,7 +210,7 @@ func (rc *runConn) prefixNames(ctx context.Context, stmt dbhost.Stmt) map[string
 			}
 		}
 	}
-	named := make(map[string]dbhost.Value, len(stmt.NamedArgs))
+	named := make(map[string]sqlconn.Value, len(stmt.NamedArgs))
 	for name, v := range stmt.NamedArgs {
 		if !strings.ContainsRune(":@$?", rune(name[0])) {
 			if full, ok := params[name]; ok {
@@ -226,7 +228,7 @@ func emptyResult() *stmtResultJSON {
 	return &stmtResultJSON{Cols: []colJSON{}, Rows: [][]valueJSON{}}
 }
 
-func toStmtResult(res dbhost.Result, wantRows bool) *stmtResultJSON {
+func toStmtResult(res sqlconn.Result, wantRows bool) *stmtResultJSON {
 	out := &stmtResultJSON{
 		Cols:             make([]colJSON, len(res.Columns)),
 		Rows:             [][]valueJSON{},
@@ -258,7 +260,7 @@ func toError(err error, db string) *Error {
 	if errors.As(err, &he) {
 		return he
 	}
-	var de *dbhost.Error
+	var de *dberr.Error
 	if errors.As(err, &de) {
 		return &Error{Code: de.Code, Message: de.Message}
 	}
@@ -268,9 +270,9 @@ func toError(err error, db string) *Error {
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Code: "TIMEOUT", Message: "the statement" + on + " ran past its deadline (transaction or request timeout) and was interrupted"}
+		return &Error{Code: dberr.CodeTimeout, Message: "the statement" + on + " ran past its deadline (transaction or request timeout) and was interrupted"}
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: "CANCELED", Message: "the request" + on + " was canceled"}
 	}
-	return &Error{Code: "INTERNAL_ERROR", Message: err.Error()}
+	return &Error{Code: dberr.CodeInternalError, Message: err.Error()}
 }

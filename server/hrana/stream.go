@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -35,7 +36,7 @@ type stream struct {
 func (h *Handler) newStream(db dbhost.Database, owner string) (*stream, *Error) {
 	s := &stream{db: db, owner: owner, busy: true}
 	if _, err := rand.Read(s.id[:]); err != nil {
-		return nil, &Error{Code: "INTERNAL_ERROR", Message: "no randomness for a stream id: " + err.Error()}
+		return nil, &Error{Code: dberr.CodeInternalError, Message: "no randomness for a stream id: " + err.Error()}
 	}
 	return s, nil
 }
@@ -98,19 +99,19 @@ func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneSh
 // Called with h.mu held.
 func (h *Handler) reserve(s *stream) *Error {
 	if h.closed {
-		return &Error{Code: "UNAVAILABLE", Message: "the server is shutting down; retry on another instance"}
+		return &Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"}
 	}
 	name := s.db.Name()
 	switch {
 	case s.owner != "" && h.perOwner[s.owner] >= h.cfg.MaxStreamsPerToken:
-		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"this token already has %d open streams (the limit per token); close streams it no longer uses (or let them idle out after %s), then retry",
 			h.cfg.MaxStreamsPerToken, h.cfg.IdleTimeout)}
 	case h.perDB[name] >= h.cfg.MaxStreamsPerDatabase:
-		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"database %q already has %d open streams (the limit per database); retry later", name, h.cfg.MaxStreamsPerDatabase)}
 	case h.total >= h.cfg.MaxStreams:
-		return &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf(
+		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"the server already has %d open streams (its limit); retry later", h.cfg.MaxStreams)}
 	}
 	h.perOwner[s.owner]++
@@ -212,7 +213,7 @@ func (h *Handler) reapOnce(now time.Time) {
 		case s.sess != nil && !s.txStart.IsZero() && now.Sub(s.txStart) > h.cfg.TxTimeout:
 			victims = append(victims, victim{s.sess, s.db.Name(), "transaction timeout"})
 			s.sess = nil
-			s.dead = &Error{Code: "TRANSACTION_TIMEOUT", Message: fmt.Sprintf(
+			s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 				"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 				s.db.Name(), h.cfg.TxTimeout)}
 		case now.Sub(s.lastUsed) > h.cfg.IdleTimeout:

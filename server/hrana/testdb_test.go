@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -77,7 +79,7 @@ func mustExec(t testing.TB, c *sqlite.Conn, sql string) {
 
 func (db *testDB) Name() string { return db.name }
 
-func (db *testDB) Read(ctx context.Context, fn func(dbhost.Conn) error) (dbhost.Bookmark, error) {
+func (db *testDB) Read(ctx context.Context, fn func(sqlconn.Conn) error) (dbhost.Bookmark, error) {
 	db.reads.Add(1)
 	var c *sqlite.Conn
 	select {
@@ -98,14 +100,14 @@ func (db *testDB) lock(ctx context.Context) error {
 	}
 }
 
-func (db *testDB) Write(ctx context.Context, fn func(dbhost.Conn) error) (dbhost.Bookmark, error) {
+func (db *testDB) Write(ctx context.Context, fn func(sqlconn.Conn) error) (dbhost.Bookmark, error) {
 	db.writes.Add(1)
 	if err := db.lock(ctx); err != nil {
 		return 0, err
 	}
 	defer func() { <-db.wsem }()
 	c := &testConn{c: db.writer}
-	run := func(sql string) error { _, err := c.Exec(ctx, dbhost.Stmt{SQL: sql}); return err }
+	run := func(sql string) error { _, err := c.Exec(ctx, sqlconn.Stmt{SQL: sql}); return err }
 	if err := run("BEGIN IMMEDIATE"); err != nil {
 		return 0, err
 	}
@@ -146,7 +148,7 @@ func (s *testSession) Close(ctx context.Context) (dbhost.Bookmark, error) {
 	}
 	s.closed = true
 	if !s.c.AutocommitEnabled() {
-		_, _ = s.Exec(ctx, dbhost.Stmt{SQL: "ROLLBACK"})
+		_, _ = s.Exec(ctx, sqlconn.Stmt{SQL: "ROLLBACK"})
 	}
 	bm := dbhost.Bookmark(s.db.txid.Add(1))
 	<-s.db.wsem
@@ -169,7 +171,7 @@ func convertErr(err error) error {
 	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "sqlite") {
 		msg = msg[i+2:]
 	}
-	return &dbhost.Error{Code: code.String(), Message: msg, Status: 400}
+	return &dberr.Error{Code: code.String(), Message: msg}
 }
 
 func (tc *testConn) prepare(ctx context.Context, sql string) (*sqlite.Stmt, error) {
@@ -179,18 +181,18 @@ func (tc *testConn) prepare(ctx context.Context, sql string) (*sqlite.Stmt, erro
 	}
 	if trailing > 0 && sqltext.SkipBlanks(sql[len(sql)-trailing:], 0) < trailing {
 		st.Finalize()
-		return nil, &dbhost.Error{Code: "SQLITE_ERROR", Message: "only one statement per request is allowed"}
+		return nil, dberr.New(dberr.CodeSQLiteError, "only one statement per request is allowed")
 	}
 	return st, nil
 }
 
-func (tc *testConn) Exec(ctx context.Context, s dbhost.Stmt) (dbhost.Result, error) {
+func (tc *testConn) Exec(ctx context.Context, s sqlconn.Stmt) (sqlconn.Result, error) {
 	start := time.Now()
 	tc.c.SetInterrupt(ctx.Done())
 	defer tc.c.SetInterrupt(nil)
 	st, err := tc.prepare(ctx, s.SQL)
 	if err != nil {
-		return dbhost.Result{}, err
+		return sqlconn.Result{}, err
 	}
 	defer st.Finalize()
 	for i, v := range s.Args {
@@ -204,18 +206,18 @@ func (tc *testConn) Exec(ctx context.Context, s dbhost.Stmt) (dbhost.Result, err
 			}
 		}
 		if idx == 0 {
-			return dbhost.Result{}, &dbhost.Error{Code: "SQLITE_RANGE", Message: fmt.Sprintf("no parameter named %s", name)}
+			return sqlconn.Result{}, &dberr.Error{Code: "SQLITE_RANGE", Message: fmt.Sprintf("no parameter named %s", name)}
 		}
 		bind(st, idx, v)
 	}
-	var res dbhost.Result
+	var res sqlconn.Result
 	for i := range st.ColumnCount() {
-		res.Columns = append(res.Columns, dbhost.Column{Name: st.ColumnName(i), DeclType: declType(tc.c, st, i)})
+		res.Columns = append(res.Columns, sqlconn.Column{Name: st.ColumnName(i), DeclType: declType(tc.c, st, i)})
 	}
 	for {
 		row, err := st.Step()
 		if err != nil {
-			return dbhost.Result{}, convertErr(err)
+			return sqlconn.Result{}, convertErr(err)
 		}
 		if !row {
 			break
@@ -224,19 +226,19 @@ func (tc *testConn) Exec(ctx context.Context, s dbhost.Stmt) (dbhost.Result, err
 		if !s.WantRows {
 			continue
 		}
-		vals := make([]dbhost.Value, st.ColumnCount())
+		vals := make([]sqlconn.Value, st.ColumnCount())
 		for i := range vals {
 			switch st.ColumnType(i) {
 			case sqlite.TypeInteger:
-				vals[i] = dbhost.Value{Type: dbhost.Integer, Int: st.ColumnInt64(i)}
+				vals[i] = sqlconn.Value{Type: sqlconn.Integer, Int: st.ColumnInt64(i)}
 			case sqlite.TypeFloat:
-				vals[i] = dbhost.Value{Type: dbhost.Float, Float: st.ColumnFloat(i)}
+				vals[i] = sqlconn.Value{Type: sqlconn.Float, Float: st.ColumnFloat(i)}
 			case sqlite.TypeText:
-				vals[i] = dbhost.Value{Type: dbhost.Text, Text: st.ColumnText(i)}
+				vals[i] = sqlconn.Value{Type: sqlconn.Text, Text: st.ColumnText(i)}
 			case sqlite.TypeBlob:
 				b := make([]byte, st.ColumnLen(i))
 				st.ColumnBytes(i, b)
-				vals[i] = dbhost.Value{Type: dbhost.Blob, Blob: b}
+				vals[i] = sqlconn.Value{Type: sqlconn.Blob, Blob: b}
 			}
 		}
 		res.Rows = append(res.Rows, vals)
@@ -247,15 +249,15 @@ func (tc *testConn) Exec(ctx context.Context, s dbhost.Stmt) (dbhost.Result, err
 	return res, nil
 }
 
-func bind(st *sqlite.Stmt, i int, v dbhost.Value) {
+func bind(st *sqlite.Stmt, i int, v sqlconn.Value) {
 	switch v.Type {
-	case dbhost.Integer:
+	case sqlconn.Integer:
 		st.BindInt64(i, v.Int)
-	case dbhost.Float:
+	case sqlconn.Float:
 		st.BindFloat(i, v.Float)
-	case dbhost.Text:
+	case sqlconn.Text:
 		st.BindText(i, v.Text)
-	case dbhost.Blob:
+	case sqlconn.Blob:
 		st.BindBytes(i, v.Blob)
 	default:
 		st.BindNull(i)
@@ -282,18 +284,18 @@ func declType(c *sqlite.Conn, st *sqlite.Stmt, i int) string {
 	return ""
 }
 
-func (tc *testConn) Describe(ctx context.Context, sql string) (dbhost.Description, error) {
+func (tc *testConn) Describe(ctx context.Context, sql string) (sqlconn.Description, error) {
 	st, err := tc.prepare(ctx, sql)
 	if err != nil {
-		return dbhost.Description{}, err
+		return sqlconn.Description{}, err
 	}
 	defer st.Finalize()
-	var d dbhost.Description
+	var d sqlconn.Description
 	for i := 1; i <= st.BindParamCount(); i++ {
 		d.Params = append(d.Params, st.BindParamName(i))
 	}
 	for i := range st.ColumnCount() {
-		d.Columns = append(d.Columns, dbhost.Column{Name: st.ColumnName(i), DeclType: declType(tc.c, st, i)})
+		d.Columns = append(d.Columns, sqlconn.Column{Name: st.ColumnName(i), DeclType: declType(tc.c, st, i)})
 	}
 	words := sqltext.LeadingWords(sql, 2)
 	if len(words) > 0 {

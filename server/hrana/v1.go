@@ -2,9 +2,11 @@ package hrana
 
 import (
 	"context"
+	"github.com/sluicedb/sluice/server/httperr"
 	"net/http"
 	"strconv"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -26,7 +28,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return nil
 	}
 	if body.Stmt == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "execute needs a stmt"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
 		return nil
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
@@ -47,7 +49,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 	}
 	markReplayed(w, idem)
 	if e != nil {
-		writeHTTPError(w, statusOf(e), e)
+		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": out.results[0]}, x.bookmark)
@@ -61,7 +63,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return nil
 	}
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: "PROTOCOL_ERROR", Message: "batch needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
 		return nil
 	}
 	if e := validateBatch(body.Batch); e != nil {
@@ -83,7 +85,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 	}
 	markReplayed(w, idem)
 	if e != nil {
-		writeHTTPError(w, statusOf(e), e)
+		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.bookmark)
@@ -100,26 +102,6 @@ func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*ex
 	}
 	x, cancel := h.newExecution(ctx, &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
 	return x, idem, cancel, nil
-}
-
-// statusOf picks the HTTP status of a v1 statement error: client errors are
-// 400 (as sqld answers them), unavailability and internal failures 5xx.
-func statusOf(e *Error) int {
-	switch e.Code {
-	case "UNAVAILABLE":
-		return http.StatusServiceUnavailable
-	case "INTERNAL_ERROR", dbhost.CodeNotDurable:
-		return http.StatusInternalServerError
-	case dbhost.CodeKeyReused:
-		return http.StatusUnprocessableEntity
-	case "TIMEOUT", "TRANSACTION_TIMEOUT", "REQUEST_TIMEOUT":
-		return http.StatusRequestTimeout
-	case "FORBIDDEN":
-		return http.StatusForbidden
-	case "NOT_FOUND":
-		return http.StatusNotFound
-	}
-	return http.StatusBadRequest
 }
 
 func formatBookmark(bm dbhost.Bookmark) string { return strconv.FormatUint(uint64(bm), 10) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
@@ -69,7 +70,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 // (authorize checks them); the database is the one the router chose.
 func (h *Handler) ServeWebSocket(w http.ResponseWriter, r *http.Request, authorize WSAuthorizer) {
 	if !h.wsEnter() {
-		writeHTTPError(w, http.StatusServiceUnavailable, &Error{Code: "UNAVAILABLE", Message: "the server is shutting down; retry on another instance"})
+		writeHTTPError(w, http.StatusServiceUnavailable, &Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"})
 		return
 	}
 	defer h.wsLeave()
@@ -273,7 +274,7 @@ func (c *wsConn) hello(msg *wsClientMsg) error {
 	}
 	grant, e := c.authorize(c.ctx, jwt)
 	if e == nil && c.grant != nil && grant.Owner != c.grant.Owner {
-		e = &Error{Code: "UNAUTHORIZED", Message: "a new hello must authenticate the identity the connection started with; open another connection for other credentials"}
+		e = &Error{Code: dberr.CodeUnauthorized, Message: "a new hello must authenticate the identity the connection started with; open another connection for other credentials"}
 	}
 	if e != nil {
 		c.send(&wsServerMsg{Type: "hello_error", Error: e})
@@ -324,7 +325,7 @@ func (c *wsConn) request(id int32, req *wsRequest) error {
 	}
 	err := c.dispatch(req, reply)
 	if err != nil {
-		reply(nil, &Error{Code: "PROTOCOL_ERROR", Message: err.Error()})
+		reply(nil, &Error{Code: dberr.CodeProtocolError, Message: err.Error()})
 	}
 	return err
 }
@@ -344,7 +345,7 @@ func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
 			return protocolErrorf("SQL text id %d is already in use; close_sql it first", *req.SQLID)
 		}
 		if len(c.sqls) >= maxStoredSQL {
-			reply(nil, &Error{Code: "SQL_STORE_FULL", Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			reply(nil, &Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 			return nil
 		}
 		sqls := maps.Clone(c.sqls)
@@ -447,7 +448,7 @@ func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
 	st := &wsStream{id: id}
 	c.streams[id] = st
 	if len(c.live) >= limit {
-		st.openErr = &Error{Code: "STREAM_LIMIT", Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
+		st.openErr = &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
 		reply(nil, st.openErr)
 		return nil
 	}
@@ -529,7 +530,7 @@ func (c *wsConn) endStream(st *wsStream) {
 		return
 	}
 	st.s = nil
-	st.openErr = &Error{Code: "STREAM_CLOSED", Message: "the stream is closed"}
+	st.openErr = &Error{Code: dberr.CodeStreamClosed, Message: "the stream is closed"}
 	if s.sess != nil {
 		c.h.closeSession(s.sess, "stream closed")
 		s.sess = nil
@@ -654,7 +655,7 @@ func (c *wsConn) send(msg *wsServerMsg) {
 	if err != nil {
 		c.h.log.Error("hrana: encoding a WebSocket message failed", "err", err)
 		data, _ = encodeServerMsg(&wsServerMsg{Type: "response_error", RequestID: msg.RequestID,
-			Error: &Error{Code: "INTERNAL_ERROR", Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
+			Error: &Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
 	}
 	typ := websocket.MessageText
 	if c.protobuf {
@@ -717,7 +718,7 @@ func (c *wsConn) expireTx(st *wsStream, now time.Time) {
 	}
 	sess := s.sess
 	s.sess, s.readOnlyTx = nil, false
-	s.dead = &Error{Code: "TRANSACTION_TIMEOUT", Message: fmt.Sprintf(
+	s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 		"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 		s.db.Name(), c.h.cfg.TxTimeout)}
 	c.h.log.Info("hrana: rolled back an abandoned transaction", "db", s.db.Name(), "reason", "transaction timeout")

@@ -7,12 +7,13 @@ import (
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // resultsEncoder writes the answer {"results":[...],"bookmark":"N"} by hand
 // into one reused buffer: values need exact encodings (int64 beyond 2^53,
 // floats that stay floats, blobs as base64), and reads stream their rows
-// straight from SQLite into it (it is the statements' dbhost.RowWriter).
+// straight from SQLite into it (it is the statements' sqlconn.RowWriter).
 type resultsEncoder struct {
 	buf     []byte
 	stmt    int  // where the current statement's result starts
@@ -41,7 +42,7 @@ func (e *resultsEncoder) begin(i int) {
 }
 
 // Columns starts (or starts over) the current statement's result.
-func (e *resultsEncoder) Columns(cols []dbhost.Column) {
+func (e *resultsEncoder) Columns(cols []sqlconn.Column) {
 	b := append(e.buf[:e.stmt], `{"columns":[`...)
 	for j, c := range cols {
 		if j > 0 {
@@ -54,7 +55,7 @@ func (e *resultsEncoder) Columns(cols []dbhost.Column) {
 }
 
 // Row appends the row SQLite is on.
-func (e *resultsEncoder) Row(r *dbhost.Row) {
+func (e *resultsEncoder) Row(r *sqlconn.Row) {
 	b := e.buf
 	if e.rows > 0 {
 		b = append(b, ',')
@@ -71,7 +72,7 @@ func (e *resultsEncoder) Row(r *dbhost.Row) {
 }
 
 // rowsOf appends rows already read into Values.
-func (e *resultsEncoder) rowsOf(rows [][]dbhost.Value) {
+func (e *resultsEncoder) rowsOf(rows [][]sqlconn.Value) {
 	for _, row := range rows {
 		b := e.buf
 		if e.rows > 0 {
@@ -90,7 +91,7 @@ func (e *resultsEncoder) rowsOf(rows [][]dbhost.Value) {
 }
 
 // end closes the current statement's result with its meta.
-func (e *resultsEncoder) end(res dbhost.Result) {
+func (e *resultsEncoder) end(res sqlconn.Result) {
 	if !e.started { // a Conn that does not stream filled res.Rows instead
 		e.Columns(res.Columns)
 		e.rowsOf(res.Rows)
@@ -121,7 +122,7 @@ func (e *resultsEncoder) send(w http.ResponseWriter, bm dbhost.Bookmark) {
 }
 
 // writeResults writes results that were read into Values (writes, replays).
-func writeResults(w http.ResponseWriter, results []dbhost.Result, bm dbhost.Bookmark) {
+func writeResults(w http.ResponseWriter, results []sqlconn.Result, bm dbhost.Bookmark) {
 	e := getEncoder()
 	defer putEncoder(e)
 	for i, res := range results {

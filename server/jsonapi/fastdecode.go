@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // The common request is tiny, {"sql": "...", "params": [...]}, and decoding
@@ -23,7 +24,7 @@ import (
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // readQuery reads the body and decodes it (one statement, or a batch).
-func readQuery(body io.Reader) ([]dbhost.Stmt, error) {
+func readQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 64<<10 {
@@ -36,7 +37,7 @@ func readQuery(body io.Reader) ([]dbhost.Stmt, error) {
 		return nil, bodyError(err)
 	}
 	if st, ok := decodeSimple(buf.Bytes()); ok {
-		return []dbhost.Stmt{st}, nil
+		return []sqlconn.Stmt{st}, nil
 	}
 	return decodeQuery(bytes.NewReader(buf.Bytes()))
 }
@@ -45,8 +46,7 @@ func readQuery(body io.Reader) ([]dbhost.Stmt, error) {
 func bodyError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
-			Message: fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit)}
+		return dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
 	}
 	return badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 }
@@ -54,7 +54,7 @@ func bodyError(err error) error {
 // decodeSimple parses {"sql": STRING, "params": [SCALAR, ...] | null} with
 // "params" optional and the keys in any order. ok is false for anything it
 // does not handle.
-func decodeSimple(b []byte) (st dbhost.Stmt, ok bool) {
+func decodeSimple(b []byte) (st sqlconn.Stmt, ok bool) {
 	p := scanner{b: b}
 	if !p.skip('{') {
 		return st, false
@@ -190,11 +190,11 @@ func (p *scanner) str() ([]byte, bool) {
 }
 
 // scalars reads an array of strings, integers, booleans and nulls.
-func (p *scanner) scalars() ([]dbhost.Value, bool) {
+func (p *scanner) scalars() ([]sqlconn.Value, bool) {
 	if !p.skip('[') {
 		return nil, false
 	}
-	vals := []dbhost.Value{}
+	vals := []sqlconn.Value{}
 	if p.skip(']') {
 		return vals, true
 	}
@@ -213,30 +213,30 @@ func (p *scanner) scalars() ([]dbhost.Value, bool) {
 	}
 }
 
-func (p *scanner) scalar() (dbhost.Value, bool) {
+func (p *scanner) scalar() (sqlconn.Value, bool) {
 	p.ws()
 	if p.i >= len(p.b) {
-		return dbhost.Value{}, false
+		return sqlconn.Value{}, false
 	}
 	switch c := p.b[p.i]; {
 	case c == '"':
 		s, ok := p.str()
-		return dbhost.Value{Type: dbhost.Text, Text: string(s)}, ok
+		return sqlconn.Value{Type: sqlconn.Text, Text: string(s)}, ok
 	case c == 't' && p.literal("true"):
-		return dbhost.Value{Type: dbhost.Integer, Int: 1}, true
+		return sqlconn.Value{Type: sqlconn.Integer, Int: 1}, true
 	case c == 'f' && p.literal("false"):
-		return dbhost.Value{Type: dbhost.Integer}, true
+		return sqlconn.Value{Type: sqlconn.Integer}, true
 	case c == 'n' && p.literal("null"):
-		return dbhost.Value{Type: dbhost.Null}, true
+		return sqlconn.Value{Type: sqlconn.Null}, true
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.integer()
 	}
-	return dbhost.Value{}, false
+	return sqlconn.Value{}, false
 }
 
 // integer reads -?(0|[1-9][0-9]*) that fits in int64; fractions, exponents
 // and larger numbers go to the general decoder.
-func (p *scanner) integer() (dbhost.Value, bool) {
+func (p *scanner) integer() (sqlconn.Value, bool) {
 	start := p.i
 	if p.b[p.i] == '-' {
 		p.i++
@@ -247,14 +247,14 @@ func (p *scanner) integer() (dbhost.Value, bool) {
 	}
 	n := p.i - digits
 	if n == 0 || n > 18 || (n > 1 && p.b[digits] == '0') {
-		return dbhost.Value{}, false
+		return sqlconn.Value{}, false
 	}
 	if p.i < len(p.b) {
 		switch p.b[p.i] {
 		case '.', 'e', 'E':
-			return dbhost.Value{}, false
+			return sqlconn.Value{}, false
 		}
 	}
 	i, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
-	return dbhost.Value{Type: dbhost.Integer, Int: i}, err == nil
+	return sqlconn.Value{Type: sqlconn.Integer, Int: i}, err == nil
 }

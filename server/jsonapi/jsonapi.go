@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httperr"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Host is what the API needs from dbhost.Host.
@@ -154,7 +157,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 	// pooled encoder is never touched once it is back in the pool.
 	enc := getEncoder()
 	defer putEncoder(enc)
-	q := &request{stmts: stmts, results: make([]dbhost.Result, len(stmts)), parent: r.Context(),
+	q := &request{stmts: stmts, results: make([]sqlconn.Result, len(stmts)), parent: r.Context(),
 		limit: a.requestTimeout, name: name, readOnly: !p.CanWrite(name), enc: enc}
 	ctx := r.Context()
 	if idem != nil { // the key applies to writes only; a read ignores it
@@ -163,7 +166,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 		ctx = dbhost.WithIdempotency(ctx, idem)
 	}
 	b, err := dbhost.RunAuto(ctx, db, q.sqls(), q.runAll)
-	if dbhost.IsOwnConnectionError(err) {
+	if errors.Is(err, dberr.ErrNeedsOwnConnection) {
 		b, err = q.runOwn(ctx, db, idem)
 	}
 	if dbhost.IsNeedsWriter(err) {
@@ -206,34 +209,32 @@ func pathDatabase(w http.ResponseWriter, r *http.Request, write bool) (string, b
 }
 
 func forbidden(name string) error {
-	return &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
-		Message: "this token may not do that on database \"" + name + "\" (read-only, or limited to other databases)"}
+	return dberr.New(dberr.CodeForbidden, "this token may not do that on database \""+name+"\" (read-only, or limited to other databases)")
 }
 
 func statementError(i, n int, err error) error {
-	var e *dbhost.Error
+	var e *dberr.Error
 	if n == 1 || !errors.As(err, &e) {
 		return err
 	}
-	return &dbhost.Error{Code: e.Code, Status: e.Status, Message: fmt.Sprintf("statement %d of the batch (nothing of the batch was applied): %s", i+1, e.Message)}
+	return &dberr.Error{Code: e.Code, Name: e.Name, Message: fmt.Sprintf("statement %d of the batch (nothing of the batch was applied): %s", i+1, e.Message)}
 }
 
 // readOnlyToken explains a write refused on a read-only connection.
 func readOnlyToken(err error, name string) error {
-	var e *dbhost.Error
+	var e *dberr.Error
 	if !errors.As(err, &e) {
 		return err
 	}
-	return &dbhost.Error{Code: e.Code, Status: http.StatusForbidden,
-		Message: e.Message + " (this token has read-only access to database \"" + name + "\")"}
+	return dberr.New(e.Code, e.Message+" (this token has read-only access to database \""+name+"\")")
 }
 
 func badRequest(msg string) error {
-	return &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: msg}
+	return dberr.New(dberr.CodeBadRequest, msg)
 }
 
 // decodeQuery parses the body into statements (one, or a batch).
-func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
+func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 	dec := json.NewDecoder(body)
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
@@ -241,8 +242,7 @@ func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
 	if err := dec.Decode(&q); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &dbhost.Error{Code: "TOO_LARGE", Status: http.StatusRequestEntityTooLarge,
-				Message: fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit)}
+			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
 		}
 		return nil, badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 	}
@@ -257,13 +257,13 @@ func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []dbhost.Stmt{st}, nil
+		return []sqlconn.Stmt{st}, nil
 	case len(q.Batch) > 0:
-		out := make([]dbhost.Stmt, len(q.Batch))
+		out := make([]sqlconn.Stmt, len(q.Batch))
 		for i, s := range q.Batch {
 			st, err := decodeStmt(s.SQL, s.Params)
 			if err != nil {
-				return nil, badRequest(fmt.Sprintf("batch statement %d: %s", i+1, err.(*dbhost.Error).Message))
+				return nil, badRequest(fmt.Sprintf("batch statement %d: %s", i+1, httperr.Message(err)))
 			}
 			out[i] = st
 		}
@@ -272,8 +272,8 @@ func decodeQuery(body io.Reader) ([]dbhost.Stmt, error) {
 	return nil, badRequest(`missing "sql" or a non-empty "batch"`)
 }
 
-func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
-	st := dbhost.Stmt{SQL: sql, WantRows: true} // "" holds no statement: an empty result, as in SQLite
+func decodeStmt(sql string, raw json.RawMessage) (sqlconn.Stmt, error) {
+	st := sqlconn.Stmt{SQL: sql, WantRows: true} // "" holds no statement: an empty result, as in SQLite
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return st, nil
@@ -286,7 +286,7 @@ func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
 	}
 	switch ps := params.(type) {
 	case []any:
-		st.Args = make([]dbhost.Value, len(ps))
+		st.Args = make([]sqlconn.Value, len(ps))
 		for i, p := range ps {
 			v, err := decodeValue(p)
 			if err != nil {
@@ -295,7 +295,7 @@ func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
 			st.Args[i] = v
 		}
 	case map[string]any:
-		st.NamedArgs = make(map[string]dbhost.Value, len(ps))
+		st.NamedArgs = make(map[string]sqlconn.Value, len(ps))
 		for k, p := range ps {
 			v, err := decodeValue(p)
 			if err != nil {
@@ -312,18 +312,11 @@ func decodeStmt(sql string, raw json.RawMessage) (dbhost.Stmt, error) {
 	return st, nil
 }
 
-// WriteError writes {"error": {"code", "message"}} with the error's status
-// (500 for errors that are not *dbhost.Error).
+// WriteError writes {"error": {"code", "message"}} with the status
+// httperr gives err (500 for errors without a code).
 func WriteError(w http.ResponseWriter, err error) {
-	var e *dbhost.Error
-	if !errors.As(err, &e) {
-		e = &dbhost.Error{Code: "INTERNAL", Status: http.StatusInternalServerError, Message: err.Error()}
-	}
-	status := e.Status
-	if status == 0 {
-		status = http.StatusBadRequest
-	}
-	fields := map[string]string{"code": e.Code, "message": e.Message}
+	status := httperr.Status(err)
+	fields := map[string]string{"code": httperr.Code(err), "message": httperr.Message(err)}
 	var nd *dbhost.NotDurableError
 	if errors.As(err, &nd) {
 		// Not a 503: the write committed, so no Retry-After; the bookmark
@@ -333,9 +326,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	body, _ := json.Marshal(map[string]any{"error": fields})
 	w.Header().Set("Content-Type", "application/json")
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
+	httperr.SetRetryAfter(w.Header(), status)
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
 }

@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // request runs the statements of one query request.
 type request struct {
-	stmts    []dbhost.Stmt
-	results  []dbhost.Result
+	stmts    []sqlconn.Stmt
+	results  []sqlconn.Result
 	parent   context.Context // the HTTP request's
 	limit    time.Duration   // bounds the statements together
 	name     string
@@ -45,7 +46,7 @@ func (q *request) bounded() (context.Context, context.CancelFunc) {
 
 // runAll is the RunAuto callback: every statement, a batch of reads in one
 // snapshot.
-func (q *request) runAll(c dbhost.Conn, onReader bool) error {
+func (q *request) runAll(c sqlconn.Conn, onReader bool) error {
 	ctx, cancel := q.bounded()
 	defer cancel()
 	if !onReader {
@@ -54,18 +55,18 @@ func (q *request) runAll(c dbhost.Conn, onReader bool) error {
 	if len(q.stmts) == 1 {
 		return q.stream(ctx, c)
 	}
-	if _, err := c.Exec(ctx, dbhost.Stmt{SQL: "BEGIN"}); err != nil {
+	if _, err := c.Exec(ctx, sqlconn.Stmt{SQL: "BEGIN"}); err != nil {
 		return err
 	}
 	err := q.stream(ctx, c)
-	c.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "COMMIT"})
+	c.Exec(context.WithoutCancel(ctx), sqlconn.Stmt{SQL: "COMMIT"})
 	return err
 }
 
 // stream runs every statement on a read connection, their rows encoded
 // into q.enc as they are stepped. A failure leaves q.streamed false: the
 // request may yet run in a write group, answered from q.results.
-func (q *request) stream(ctx context.Context, c dbhost.Conn) error {
+func (q *request) stream(ctx context.Context, c sqlconn.Conn) error {
 	q.enc.reset()
 	for i := range q.stmts {
 		q.enc.begin(i)
@@ -87,7 +88,7 @@ func (q *request) stream(ctx context.Context, c dbhost.Conn) error {
 // run executes stmts[from:to] on c. rerun: a write met on a read connection
 // is returned as it is, for RunAuto to run the request in a write group; a
 // statement that needs a connection of its own always is.
-func (q *request) run(ctx context.Context, c dbhost.Conn, from, to int, rerun bool) error {
+func (q *request) run(ctx context.Context, c sqlconn.Conn, from, to int, rerun bool) error {
 	for i := from; i < to; i++ {
 		res, err := q.exec(ctx, c, i, q.stmts[i], rerun)
 		if err != nil {
@@ -99,20 +100,20 @@ func (q *request) run(ctx context.Context, c dbhost.Conn, from, to int, rerun bo
 }
 
 // exec runs st, statement i, on c; its error as run explains.
-func (q *request) exec(ctx context.Context, c dbhost.Conn, i int, st dbhost.Stmt, rerun bool) (dbhost.Result, error) {
+func (q *request) exec(ctx context.Context, c sqlconn.Conn, i int, st sqlconn.Stmt, rerun bool) (sqlconn.Result, error) {
 	res, err := c.Exec(ctx, st)
 	if err == nil {
 		return res, nil
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && q.parent.Err() == nil {
-		return res, &dbhost.Error{Code: dbhost.CodeTimeout, Status: http.StatusRequestTimeout, Message: fmt.Sprintf(
+		return res, &dberr.Error{Code: dberr.CodeTimeout, Message: fmt.Sprintf(
 			"the request ran past its time limit (%s, limits.request_timeout) at statement %d of %d; none of it was applied",
 			q.limit, i+1, len(q.stmts))}
 	}
-	if dbhost.IsOwnConnectionError(err) || (rerun && dbhost.IsReadOnlyError(err)) {
+	if errors.Is(err, dberr.ErrNeedsOwnConnection) || (rerun && errors.Is(err, dberr.ErrReadOnly)) {
 		return res, err
 	}
-	if dbhost.IsReadOnlyError(err) && q.readOnly {
+	if errors.Is(err, dberr.ErrReadOnly) && q.readOnly {
 		err = readOnlyToken(err, q.name)
 	}
 	return res, statementError(i, len(q.stmts), err)
@@ -129,13 +130,12 @@ func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *dbhost.I
 	if idem != nil {
 		// A keyed request's answer is stored in the transaction of its write
 		// group, which this request does not use.
-		return 0, &dbhost.Error{Code: dbhost.CodeBadRequest, Status: http.StatusBadRequest, Message: "this request changes its connection " +
+		return 0, &dberr.Error{Code: dberr.CodeBadRequest, Message: "this request changes its connection " +
 			"(a connection pragma or a TEMP object), so it cannot run with an Idempotency-Key; send it without one"}
 	}
 	for i, st := range q.stmts {
 		if sqltext.Classify(st.SQL).IsTxControl() {
-			return 0, statementError(i, len(q.stmts), &dbhost.Error{Code: dbhost.CodeForbidden, Status: http.StatusForbidden,
-				Message: "statement refused: BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction"})
+			return 0, statementError(i, len(q.stmts), dberr.New(dberr.CodeForbidden, "statement refused: BEGIN/COMMIT/ROLLBACK are refused here: each request already runs in its own transaction"))
 		}
 	}
 	sess, err := db.Session(ctx)
@@ -168,15 +168,15 @@ func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *dbhost.I
 // inTransaction runs stmts[from:to] on sess in one transaction: committed
 // (and durable, see Session.Exec) when all succeed, rolled back otherwise.
 func (q *request) inTransaction(ctx context.Context, sess dbhost.Session, from, to int) error {
-	if _, err := sess.Exec(ctx, dbhost.Stmt{SQL: "BEGIN IMMEDIATE"}); err != nil {
+	if _, err := sess.Exec(ctx, sqlconn.Stmt{SQL: "BEGIN IMMEDIATE"}); err != nil {
 		return err
 	}
 	if err := q.run(ctx, sess, from, to, false); err != nil {
 		if !sess.Autocommit() {
-			sess.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "ROLLBACK"})
+			sess.Exec(context.WithoutCancel(ctx), sqlconn.Stmt{SQL: "ROLLBACK"})
 		}
 		return err
 	}
-	_, err := sess.Exec(context.WithoutCancel(ctx), dbhost.Stmt{SQL: "COMMIT"})
+	_, err := sess.Exec(context.WithoutCancel(ctx), sqlconn.Stmt{SQL: "COMMIT"})
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Retry support: the answer a keyed write stores for its replays, and the
@@ -14,7 +15,7 @@ import (
 
 // encodeResults is the stored answer of a keyed write (gob keeps int64,
 // floats such as Inf, and blobs exact).
-func encodeResults(results []dbhost.Result) ([]byte, error) {
+func encodeResults(results []sqlconn.Result) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(results); err != nil {
 		return nil, err
@@ -23,8 +24,8 @@ func encodeResults(results []dbhost.Result) ([]byte, error) {
 }
 
 // decodeResults overwrites results with a stored answer.
-func decodeResults(b []byte, results []dbhost.Result) error {
-	var stored []dbhost.Result
+func decodeResults(b []byte, results []sqlconn.Result) error {
+	var stored []sqlconn.Result
 	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&stored); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (a *API) bookmark(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	durable, err := db.Read(r.Context(), func(dbhost.Conn) error { return nil })
+	durable, err := db.Read(r.Context(), func(sqlconn.Conn) error { return nil })
 	if err != nil {
 		WriteError(w, err)
 		return

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 func TestValuesAreExact(t *testing.T) {
@@ -15,9 +15,9 @@ func TestValuesAreExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := stmts[0].Args
-	want := []dbhost.Value{{Type: dbhost.Integer, Int: math.MaxInt64}, {Type: dbhost.Integer, Int: -9007199254740993},
-		{Type: dbhost.Float, Float: 1}, {Type: dbhost.Float, Float: 2000}, {Type: dbhost.Text, Text: "s"},
-		{Type: dbhost.Integer, Int: 1}, {Type: dbhost.Null}, {Type: dbhost.Blob, Blob: []byte{0, 1, 255}}}
+	want := []sqlconn.Value{{Type: sqlconn.Integer, Int: math.MaxInt64}, {Type: sqlconn.Integer, Int: -9007199254740993},
+		{Type: sqlconn.Float, Float: 1}, {Type: sqlconn.Float, Float: 2000}, {Type: sqlconn.Text, Text: "s"},
+		{Type: sqlconn.Integer, Int: 1}, {Type: sqlconn.Null}, {Type: sqlconn.Blob, Blob: []byte{0, 1, 255}}}
 	for i := range want {
 		if got[i].Type != want[i].Type || got[i].Int != want[i].Int || got[i].Float != want[i].Float || got[i].Text != want[i].Text || string(got[i].Blob) != string(want[i].Blob) {
 			t.Errorf("param %d: got %+v, want %+v", i, got[i], want[i])

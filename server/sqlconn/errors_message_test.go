@@ -1,8 +1,9 @@
-package dbhost
+package sqlconn
 
 import (
 	"testing"
 
+	"github.com/sluicedb/sluice/server/dberr"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -51,8 +52,8 @@ func TestSQLiteMessageWithoutDriverPrefixes(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s: no error", sql)
 			}
-			e, ok := sqlError(err, false).(*Error)
-			if !ok || e.Message != want {
+			e := dberr.As(sqlError(err, false))
+			if e == nil || e.Message != want {
 				t.Errorf("%s: message %q (from %q), want %q", sql, e.Message, err, want)
 			}
 		}

@@ -1,4 +1,4 @@
-package dbhost
+package sqlconn
 
 import (
 	"sort"
@@ -25,8 +25,9 @@ var stateProbe = func() string {
 	return "SELECT " + strings.Join(cols, " || ',' || ")
 }()
 
-// state answers stateProbe on c.
-func (c *conn) state() (string, error) {
+// State answers stateProbe on c: two answers differ exactly when a client
+// changed something a fresh connection would not have.
+func (c *Handle) State() (string, error) {
 	s, err := c.c.Prepare(stateProbe)
 	if err != nil {
 		return "", err

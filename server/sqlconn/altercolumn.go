@@ -1,11 +1,11 @@
-package dbhost
+package sqlconn
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/sqltext"
+	"github.com/sluicedb/sluice/server/dberr"
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 )
@@ -64,15 +64,15 @@ func parseAlterColumn(stmt string) (a alterColumn, ok bool) {
 	return a, true
 }
 
-func alterError(msg string) *Error { return errorf("SQLITE_ERROR", http.StatusBadRequest, msg) }
+func alterError(msg string) *dberr.Error { return dberr.New(dberr.CodeSQLiteError, msg) }
 
 // runAlterColumn applies a on c inside a savepoint: the rewritten CREATE
 // statement replaces the old one in sqlite_schema, the schema version moves
 // on so every connection reloads it, and a definition SQLite cannot parse
 // rolls everything back.
-func (c *conn) runAlterColumn(a alterColumn) (Result, error) {
+func (c *Handle) runAlterColumn(a alterColumn) (Result, error) {
 	if c.readOnly {
-		return Result{}, errorf("SQLITE_READONLY", http.StatusForbidden, "attempt to write a readonly database")
+		return Result{}, dberr.New(dberr.CodeSQLiteReadOnly, "attempt to write a readonly database")
 	}
 	if a.table == "" {
 		return Result{}, alterError("ALTER COLUMN works on tables of the main schema only")
@@ -97,38 +97,38 @@ func (c *conn) runAlterColumn(a alterColumn) (Result, error) {
 	defer func() { c.g.internal = false }()
 	steps := []string{"SAVEPOINT sluice_alter_column", "PRAGMA writable_schema = ON"}
 	for _, q := range steps {
-		if err := execSimple(c.c, q); err != nil {
+		if err := Run(c.c, q); err != nil {
 			return Result{}, err
 		}
 	}
 	undo := func(cause error) (Result, error) {
-		execSimple(c.c, "ROLLBACK TO sluice_alter_column")
-		execSimple(c.c, "RELEASE sluice_alter_column")
-		execSimple(c.c, "PRAGMA writable_schema = RESET")
+		Run(c.c, "ROLLBACK TO sluice_alter_column")
+		Run(c.c, "RELEASE sluice_alter_column")
+		Run(c.c, "PRAGMA writable_schema = RESET")
 		return Result{}, cause
 	}
 	if err := sqlitex.Execute(c.c, "UPDATE main.sqlite_schema SET sql = ? WHERE type = 'table' AND name = ?",
 		&sqlitex.ExecOptions{Args: []any{newSQL, name}}); err != nil {
 		return undo(err)
 	}
-	if err := execSimple(c.c, "PRAGMA schema_version = "+strconv.FormatInt(c.schemaVersion()+1, 10)); err != nil {
+	if err := Run(c.c, "PRAGMA schema_version = "+strconv.FormatInt(c.schemaVersion()+1, 10)); err != nil {
 		return undo(err)
 	}
-	if err := execSimple(c.c, "PRAGMA writable_schema = RESET"); err != nil {
+	if err := Run(c.c, "PRAGMA writable_schema = RESET"); err != nil {
 		return undo(err)
 	}
 	// Reloading the schema parses the new definition.
-	if err := execSimple(c.c, `SELECT * FROM main."`+strings.ReplaceAll(name, `"`, `""`)+`" LIMIT 0`); err != nil {
+	if err := Run(c.c, `SELECT * FROM main."`+strings.ReplaceAll(name, `"`, `""`)+`" LIMIT 0`); err != nil {
 		return undo(alterError("error in altering " + a.column + " of " + name + ": " + sqliteMessage(err.Error(), sqlite.ErrCode(err))))
 	}
-	if err := execSimple(c.c, "RELEASE sluice_alter_column"); err != nil {
+	if err := Run(c.c, "RELEASE sluice_alter_column"); err != nil {
 		return undo(err)
 	}
 	c.wrote = true
 	return Result{}, nil
 }
 
-func (c *conn) schemaVersion() int64 {
+func (c *Handle) schemaVersion() int64 {
 	var v int64
 	sqlitex.Execute(c.c, "PRAGMA schema_version", &sqlitex.ExecOptions{ResultFunc: func(s *sqlite.Stmt) error {
 		v = s.ColumnInt64(0)
@@ -141,7 +141,7 @@ func (c *conn) schemaVersion() int64 {
 // an error where libSQL refuses the change: renaming the column, or adding
 // UNIQUE, PRIMARY KEY or AUTOINCREMENT (which would need existing rows
 // checked or an index built).
-func rewriteColumn(createSQL string, a alterColumn) (string, *Error) {
+func rewriteColumn(createSQL string, a alterColumn) (string, *dberr.Error) {
 	if !strings.EqualFold(a.defTokens[0].Name(), a.column) {
 		return "", alterError("ALTER COLUMN cannot rename a column: the new definition must start with " + a.column)
 	}
@@ -203,7 +203,7 @@ func isTableConstraint(t sqltext.Token) bool {
 }
 
 // checkNoNewKeys refuses a definition that adds a key the old one lacked.
-func checkNoNewKeys(old, def []sqltext.Token) *Error {
+func checkNoNewKeys(old, def []sqltext.Token) *dberr.Error {
 	has := func(toks []sqltext.Token, w string) bool {
 		for _, t := range toks {
 			if t.Word() == w {
@@ -241,7 +241,7 @@ func leadingAlterColumn(script string) (a alterColumn, rest string, ok bool) {
 // that would change how rows are stored: the schema is edited in place, so
 // a second column, a table constraint or a generated column would describe
 // records or indexes the file does not hold.
-func checkOneColumn(def []sqltext.Token) *Error {
+func checkOneColumn(def []sqltext.Token) *dberr.Error {
 	depth := 0
 	for _, t := range def {
 		switch t.Text {

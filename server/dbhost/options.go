@@ -1,0 +1,119 @@
+package dbhost
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
+)
+
+// Durability says when a write is acknowledged.
+type Durability int
+
+const (
+	// Sync answers a write once the LTX file holding it is in the bucket.
+	Sync Durability = iota
+	// Async answers after the local commit; a background loop uploads.
+	Async
+)
+
+func (d Durability) String() string {
+	if d == Async {
+		return "async"
+	}
+	return "sync"
+}
+
+// Observer receives write-path events for metrics. Calls are synchronous
+// and must be cheap.
+type Observer interface {
+	GroupCommitted(db string, requests int, d time.Duration)
+	Synced(db string, d time.Duration, err error)
+	Shipped(db string, f replica.LTXFile)
+}
+
+// Options configure a Host. Zero values get the defaults in brackets.
+type Options struct {
+	DataDir          string
+	Store            replica.Store // each database replicates to Sub(Store, name)
+	Replication      Replication
+	Durability       Durability
+	StatementTimeout time.Duration // per statement [5s]
+	UploadTimeout    time.Duration // per Sync [30s]
+	MaxGroupRequests int           // requests per write group [1000]
+	ReadConns        int           // read connections per database [4]
+	MaxSessions      int           // read-write interactive sessions per database [64]
+	MaxReadSessions  int           // read-only interactive sessions per database, a separate budget [64]
+	// MaxOpen caps the databases open at once; the least recently used idle
+	// one is closed to open another (evict.go). [derived from the descriptor
+	// limit, at most 256]
+	MaxOpen int
+	// IdleTimeout closes a database unused for this long [1m]; < 0: never.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+	Observer    Observer
+	// Lease, if set, makes this instance write a database only while it
+	// holds the database's lease (see leases.go). Nil: no leases.
+	Lease *lease.Options
+	// FollowOnly: never write; serve reads from followers and answer every
+	// other use with a *NotLeaderError naming the lease holder (followers.go).
+	FollowOnly bool
+	Follow     FollowOptions
+
+	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
+	IdempotencyWindow time.Duration
+
+	// ExternalPoll is how often an open database with nothing to ship looks
+	// for commits made to its file by other processes (an sqlite3 shell, a
+	// migration tool) and ships them [1s]; < 0: never.
+	ExternalPoll time.Duration
+	// CommitWindow lets a sync write wait up to this long after its commit
+	// for others to share its upload (fewer PUTs, more latency) [0].
+	CommitWindow time.Duration
+	// MaxUploads bounds the write-path uploads in flight across every
+	// database; a database waiting for a slot keeps growing its next upload
+	// [DefaultMaxUploads]; < 0: no bound.
+	MaxUploads int
+}
+
+// DefaultMaxUploads is Options.MaxUploads unless configured: enough to keep
+// a remote store's round trips overlapped, few enough that a local one is not
+// flooded with small PUTs from many databases at once.
+const DefaultMaxUploads = 16
+
+func (o *Options) setDefaults() {
+	if o.StatementTimeout <= 0 {
+		o.StatementTimeout = 5 * time.Second
+	}
+	if o.UploadTimeout <= 0 {
+		o.UploadTimeout = 30 * time.Second
+	}
+	if o.MaxGroupRequests <= 0 {
+		o.MaxGroupRequests = 1000
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 64
+	}
+	if o.MaxReadSessions <= 0 {
+		o.MaxReadSessions = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = defaultMaxOpen(o.ReadConns, descriptorLimit())
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = time.Minute
+	}
+	if o.ExternalPoll == 0 {
+		o.ExternalPoll = time.Second
+	}
+	if o.MaxUploads == 0 {
+		o.MaxUploads = DefaultMaxUploads
+	}
+}
