@@ -12,7 +12,7 @@ export SLUICE_TOOLS := $(TOOLS)
 export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 
 # Packages on the write path run under the race detector.
-RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/...
+RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/... ./replicated/...
 
 .PHONY: build sluice bench-bin run test deps lint unit bench-restore bench-serve bench-capture bench-soak clean
 
@@ -46,7 +46,7 @@ lint:
 
 unit:
 	$(GO) test -race -timeout 30m $(RACE_PKGS)
-	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|lease|follow)(/|$$)')
+	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
 	cd bench && $(GO) test -timeout 50m ./...
 
 ## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
