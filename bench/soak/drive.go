@@ -45,7 +45,7 @@ func drive(ctx context.Context, o Options, g *rig) (loadResult, *sampler, error)
 
 	// Shipped counts from TXID 0, so the first window includes the files
 	// that created the databases: they are part of the backlog too.
-	s := &sampler{pid: g.srv.Pid(), storePort: g.minioPort, root: g.root, out: o.Out, window: o.Window,
+	s := &sampler{pid: g.srv.Pid(), storePort: g.minioPort, root: g.root, baseURL: g.srv.URL, out: o.Out, window: o.Window,
 		compacted: map[string]bool{}, events: make(chan load.Second, 4096), done: make(chan struct{})}
 	s.header()
 	go s.run()
@@ -80,7 +80,7 @@ func (s *sampler) compactedFiles() (all, level1 int) {
 // end, the bucket; it prints one row per window.
 type sampler struct {
 	pid, storePort int
-	root           string
+	root, baseURL  string
 	out            io.Writer
 	window         time.Duration
 
@@ -139,6 +139,11 @@ func (s *sampler) row(w load.Second) {
 		win.ProbeError = s.probeErr.Error()
 	}
 	s.peak, s.probeErr = procSample{}, nil
+	if m, err := sampleMemory(context.Background(), s.baseURL); err != nil {
+		win.ProbeError = err.Error()
+	} else {
+		win.GoMapped, win.SQLiteMem = m.GoMapped, m.SQLite
+	}
 	if b, err := scanMinIO(s.root); err != nil {
 		win.ProbeError = err.Error()
 	} else {
@@ -166,12 +171,12 @@ func (s *sampler) row(w load.Second) {
 	if win.Partial {
 		label = win.End.Round(100 * time.Millisecond).String()
 	}
-	fmt.Fprintf(s.out, "%7s %9.1f %7d %9s %8.1f %6d %6d %8d %8d %10d%s\n",
+	fmt.Fprintf(s.out, "%7s %9.1f %7d %9s %8.1f %6.1f %6.1f %6d %6d %8d %8d %10d%s\n",
 		label, float64(win.Acked)/secs, win.Errors, p99, float64(win.RSS)/(1<<20),
-		win.FDs, win.StoreConns, win.Objects, win.L0Files, win.L0Backlog, note)
+		float64(win.GoMapped)/(1<<20), float64(win.SQLiteMem)/(1<<20), win.FDs, win.StoreConns, win.Objects, win.L0Files, win.L0Backlog, note)
 }
 
 func (s *sampler) header() {
-	fmt.Fprintf(s.out, "%7s %9s %7s %9s %8s %6s %6s %8s %8s %10s\n",
-		"window", "acked/s", "errors", "p99 ms", "RSS MiB", "fds", "store", "objects", "L0 files", "L0 backlog")
+	fmt.Fprintf(s.out, "%7s %9s %7s %9s %8s %6s %6s %6s %6s %8s %8s %10s\n",
+		"window", "acked/s", "errors", "p99 ms", "RSS MiB", "Go", "SQLite", "fds", "store", "objects", "L0 files", "L0 backlog")
 }

@@ -88,6 +88,8 @@ type Window struct {
 	Errors     int64         `json:"errors"`
 	P99MS      float64       `json:"p99_ms"`
 	RSS        int64         `json:"rss_bytes"`
+	GoMapped   int64         `json:"go_mapped_bytes"` // of RSS: the Go runtime's
+	SQLiteMem  int64         `json:"sqlite_bytes"`    // of RSS: SQLite's allocations
 	FDs        int           `json:"fds"`
 	StoreConns int           `json:"store_conns"`
 	Objects    int           `json:"objects"`

@@ -19,8 +19,8 @@ func runBenchSoak(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), `Usage: sluice-bench soak [flags]
 
 Sustained single-row inserts against sluice serve -durability sync replicating to a local MinIO.
-Every window prints acknowledged writes/s, errors, p99, and the server's RSS, open descriptors,
-connections to the store, objects, level-0 files and level-0 backlog in the bucket. Fails (exit 1)
+Every window prints acknowledged writes/s, errors, p99, and the server's RSS (with the MiB the Go
+runtime and SQLite hold of it), open descriptors, connections to the store, objects, level-0 files and level-0 backlog in the bucket. Fails (exit 1)
 if a window acknowledges nothing or a resource keeps growing (the rules are printed), then
 SIGTERMs the server, restores every database with sluice restore and checks every acknowledged
 write is present.
