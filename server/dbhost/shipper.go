@@ -155,7 +155,19 @@ func (db *database) ship(groups []*group) error {
 		answer = notDurable(db.name, Bookmark(pos.TXID+1), err)
 	}
 	b := Bookmark(pos.TXID)
-	acked := 0
+	if answer == nil {
+		// Counted before anyone is answered: a client that reads /metrics
+		// after its answer sees its own write.
+		acked := 0
+		for _, g := range groups {
+			for _, r := range g.reqs {
+				if r.err == nil {
+					acked++
+				}
+			}
+		}
+		db.observeAcked(acked)
+	}
 	for _, g := range groups {
 		for _, r := range g.reqs {
 			var nd *NotDurableError
@@ -164,15 +176,11 @@ func (db *database) ship(groups []*group) error {
 			} else if answer != nil {
 				finish(r, 0, answer)
 			} else {
-				if r.err == nil {
-					acked++
-				}
 				finish(r, b, r.err)
 			}
 		}
 		g.reqs = nil
 	}
-	db.observeAcked(acked)
 	return err
 }
 

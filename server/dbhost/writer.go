@@ -150,19 +150,23 @@ func (db *database) runGroup(reqs []*writeReq) {
 	g := &group{committed: time.Now()}
 	db.noteCommitted(g.committed)
 	b := db.bookmark()
-	acked := 0
-	for _, r := range live {
-		// A request that failed was rolled back: nothing of it to wait for.
-		if r.err != nil || db.opts.Durability == Async {
+	if db.opts.Durability == Async {
+		acked := 0 // counted before anyone is answered, as the shipper does
+		for _, r := range live {
 			if r.err == nil {
 				acked++
 			}
+		}
+		db.observeAcked(acked)
+	}
+	for _, r := range live {
+		// A request that failed was rolled back: nothing of it to wait for.
+		if r.err != nil || db.opts.Durability == Async {
 			finish(r, b, r.err)
 		} else {
 			g.reqs = append(g.reqs, r)
 		}
 	}
-	db.observeAcked(acked)
 	db.shipCh <- g
 }
 

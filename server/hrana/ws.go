@@ -447,18 +447,22 @@ func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
 	}
 	st := &wsStream{id: id}
 	c.streams[id] = st
-	if len(c.live) >= limit {
+	// live shrinks on the stream workers (endStream): count it under c.mu.
+	c.mu.Lock()
+	full := len(c.live) >= limit
+	if !full {
+		if c.live == nil {
+			c.live = map[*wsStream]struct{}{}
+		}
+		c.live[st] = struct{}{}
+	}
+	c.mu.Unlock()
+	if full {
 		st.openErr = &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
 		reply(nil, st.openErr)
 		return nil
 	}
 	st.jobs = make(chan func(), wsStreamQueue)
-	c.mu.Lock()
-	if c.live == nil {
-		c.live = map[*wsStream]struct{}{}
-	}
-	c.live[st] = struct{}{}
-	c.mu.Unlock()
 	c.workers.Add(1)
 	go func() {
 		defer c.workers.Done()
