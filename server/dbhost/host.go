@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -27,12 +28,12 @@ type Host struct {
 	closed    bool
 	leases    *leaseTable // nil without Options.Lease
 	follows   *followTable
-	stop      chan struct{}  // ends the idle sweeper
-	bucket    bucketNames    // databases found in the replica, for List
-	opening   int            // slots reserved by databases being opened (under mu)
-	evicting  sync.WaitGroup // evictions under way; Close waits for them
-	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
-	uploads   *uploadSlots   // nil: uploads unbounded
+	stop      chan struct{}            // ends the idle sweeper
+	bucket    bucketNames              // databases found in the replica, for List
+	opening   int                      // slots reserved by databases being opened (under mu)
+	evicting  sync.WaitGroup           // evictions under way; Close waits for them
+	evictions atomic.Int64             // databases closed for being idle (tests, metrics)
+	uploads   *groupcommit.UploadSlots // shared by every database's write path; nil: unbounded
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -50,7 +51,7 @@ func New(opts Options) (*Host, error) {
 		h.leases = newLeaseTable(h, *opts.Lease)
 	}
 	if opts.MaxUploads > 0 {
-		h.uploads = newUploadSlots(opts.MaxUploads)
+		h.uploads = groupcommit.NewUploadSlots(opts.MaxUploads)
 	}
 	h.stop = make(chan struct{})
 	if opts.IdleTimeout > 0 {

@@ -193,7 +193,7 @@ func (t *leaseTable) demote(db *database, l *lease.Lease, cause error) {
 	}
 	h.mu.Unlock()
 	if mine {
-		db.fenced.Store(true)
+		db.commits.Fence()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = db.close(ctx)
 		cancel()

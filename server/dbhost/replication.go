@@ -9,6 +9,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
 // Replication says how the host replicates and restores its databases.
@@ -39,7 +40,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Name:         db.name,
 		Logger:       h.opts.Replication.Logger,
 		Store:        db.store,
-		RequireMatch: h.opts.Durability == Sync,
+		RequireMatch: h.opts.Durability == groupcommit.Sync,
 		Compaction:   h.opts.Replication.Compaction,
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
