@@ -48,7 +48,10 @@ func New(opts Options) (*Host, error) {
 	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{},
 		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
 	if opts.Lease != nil {
-		h.leases = newLeaseTable(h, *opts.Lease)
+		h.leases = newLeaseTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
+			_, err := h.Get(ctx, name)
+			return err
+		})
 	}
 	if opts.MaxUploads > 0 {
 		h.uploads = groupcommit.NewUploadSlots(opts.MaxUploads)

@@ -1,8 +1,0 @@
-package dbhost
-
-func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "..."
-	}
-	return "\"" + s + "\""
-}
