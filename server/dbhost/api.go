@@ -36,9 +36,9 @@ type Database interface {
 	// control (BEGIN/COMMIT/ROLLBACK) is refused inside fn; SAVEPOINT works.
 	// When the commit succeeded but its upload failed, the error is a
 	// *groupcommit.NotDurableError carrying the commit's bookmark (its TXID):
-	// not safe to run again.
-	// A ctx made with WithIdempotency stores the answer with the write and
-	// replays it for a retry with the same key.
+	// not safe to run again. A ctx made with groupcommit.WithIdempotency
+	// stores the answer with the write and replays it for a retry with the
+	// same key.
 	Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error)
 	// Session gives a dedicated writer connection for interactive transactions
 	// (BEGIN ... COMMIT across requests). While a session holds a transaction,

@@ -37,15 +37,16 @@ const maxKeyLen = 255
 
 // Idempotency is one request's key. The HTTP layer makes it with
 // NewIdempotency and passes it down in the context (WithIdempotency); each
-// Write of the request consumes the next sub-key (key, "key 2", ...), so a
-// retried request whose writes run in the same order replays each of them.
+// write of the request (Submit) consumes the next sub-key (key, "key 2",
+// ...), so a retried request whose writes run in the same order replays
+// each of them.
 type Idempotency struct {
 	key  string
 	hash [32]byte
-	// Save encodes the answer of the next Write (what its fn reported); it
+	// Save encodes the answer of the next write (what its fn reported); it
 	// runs in the writer right after fn succeeded. Load restores that answer
 	// instead of running fn when the key was used before. Set both before
-	// each Write that may carry the key.
+	// each write that may carry the key.
 	Save func() ([]byte, error)
 	Load func([]byte) error
 
@@ -108,7 +109,7 @@ func WithoutIdempotency(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idemKey{}, (*Idempotency)(nil))
 }
 
-// idemCall is one Write's share of a request's key.
+// idemCall is one write's share of a request's key.
 type idemCall struct {
 	k    *Idempotency
 	sub  string

@@ -13,15 +13,15 @@ import (
 // them), and answers their requests. Groups committed while an upload runs
 // wait for the next one, so uploads and execution overlap. Before uploading
 // it waits for the commit window (Options.CommitWindow) and for one of the
-// upload slots shared across databases (Options.Uploads), taking the groups committed
-// meanwhile into the same upload.
+// upload slots shared across databases (Options.Uploads), taking the groups
+// committed meanwhile into the same upload.
 //
 // A failed upload (sync mode) answers the group's requests
 // COMMITTED_NOT_DURABLE (a NotDurableError with the commit's bookmark):
 // their data is committed locally and the next successful Sync ships it, so
 // a blind retry would apply them twice; the shipper retries with backoff
-// even if no new write arrives. ErrFenced stops the
-// database from taking writes.
+// even if no new write arrives. engine.ErrFenced stops the database from
+// taking writes.
 //
 // While idle it polls for commits other processes made to the file
 // (shipExternal), so they reach the replica without waiting for an API write.

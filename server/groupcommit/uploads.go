@@ -6,8 +6,9 @@ import (
 )
 
 // UploadSlots bounds the write-path uploads in flight across every database
-// of a server; each database's Committer shares one (Options.Uploads). A store that is busy answers slower the more requests it is
-// given at once; with a bound, a database whose shipper waits for a slot
+// of a server; every database's Committer shares one (Options.Uploads). A
+// store that is busy answers slower the more requests it is given at once;
+// with a bound, a database whose shipper waits for a slot
 // keeps taking commits into its next upload instead of adding another small
 // PUT to the queue. Slots are handed out in arrival order, and each
 // database has one shipper, so a busy database cannot starve a quiet one:
