@@ -106,7 +106,7 @@ func (m *serverMetrics) countPuts(store replica.Store) replica.Store {
 	return counted
 }
 
-// WritesAcknowledged counts acknowledged writes (dbhost.AckObserver).
+// WritesAcknowledged counts acknowledged writes (groupcommit.AckObserver).
 func (m *serverMetrics) WritesAcknowledged(db string, n int) {
 	m.acked.Add(float64(n))
 	if m.cost != nil {

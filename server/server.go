@@ -25,6 +25,7 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/forward"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
 )
 
@@ -57,12 +58,12 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	var durability dbhost.Durability
+	var durability groupcommit.Durability
 	switch cfg.Durability {
 	case "", "sync":
-		durability = dbhost.Sync
+		durability = groupcommit.Sync
 	case "async":
-		durability = dbhost.Async
+		durability = groupcommit.Async
 	default:
 		return nil, fmt.Errorf("durability %q: use sync or async", cfg.Durability)
 	}

@@ -25,7 +25,7 @@ const (
 	// (Stmt.StrictArgs), worded and coded as sqld reports it.
 	CodeArgsInvalid = "ARGS_INVALID"
 	// CodeNotDurable: the write committed locally but is not in the bucket
-	// yet. It is not an invitation to retry (see dbhost.NotDurableError).
+	// yet. It is not an invitation to retry (see groupcommit.NotDurableError).
 	CodeNotDurable = "COMMITTED_NOT_DURABLE"
 	// CodeNeedsOwnConnection: the statement changes the connection itself
 	// (a connection-state pragma, a TEMP object) and was refused on a

@@ -1,9 +1,11 @@
-// Package dbhost hosts many SQLite databases for the HTTP front ends: it opens,
-// creates, restores and deletes them, runs reads on a pool of read connections,
-// groups concurrent writes into one transaction and one durable upload, and
-// gives interactive sessions a dedicated connection.
+// Package dbhost is the server's registry of databases for the HTTP front
+// ends: it opens, creates, restores, deletes and evicts them, runs reads on a
+// pool of read connections, hands writes to each database's write path
+// (server/groupcommit), gives interactive sessions a dedicated connection,
+// and holds the leases and followers of multi-instance mode.
 //
-// It imports sqlconn (the connection layer), engine, restore and replica;
+// It imports sqlconn (the connection layer), groupcommit, engine, restore
+// and replica;
 // the HTTP packages (jsonapi, hrana) import it and never the other way round.
 // Its errors are dberr codes and sentinels; server/httperr maps them to HTTP.
 package dbhost
@@ -33,9 +35,10 @@ type Database interface {
 	// from the Conn and overwrite, not append to, what it reports. Transaction
 	// control (BEGIN/COMMIT/ROLLBACK) is refused inside fn; SAVEPOINT works.
 	// When the commit succeeded but its upload failed, the error is a
-	// *NotDurableError carrying the commit's bookmark: not safe to run again.
-	// A ctx made with WithIdempotency stores the answer with the write and
-	// replays it for a retry with the same key.
+	// *groupcommit.NotDurableError carrying the commit's bookmark (its TXID):
+	// not safe to run again. A ctx made with groupcommit.WithIdempotency
+	// stores the answer with the write and replays it for a retry with the
+	// same key.
 	Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error)
 	// Session gives a dedicated writer connection for interactive transactions
 	// (BEGIN ... COMMIT across requests). While a session holds a transaction,

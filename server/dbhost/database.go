@@ -2,6 +2,7 @@ package dbhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,12 +12,12 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
-// database is one hosted database: a writer goroutine that runs write groups,
-// a shipper goroutine that makes them durable, a pool of read connections,
-// and interactive sessions on connections of their own.
+// database is one hosted database: its write path (groupcommit), a pool of
+// read connections, and interactive sessions on connections of their own.
 type database struct {
 	name  string
 	path  string
@@ -28,47 +29,22 @@ type database struct {
 	writer  *sqlconn.Handle
 	readers chan *sqlconn.Handle
 
-	gate    sync.RWMutex // Write holds it shared while enqueueing; close takes it to stop intake
-	closed  bool
-	writeCh chan *writeReq
-	shipCh  chan *group
-	pace    uploadPace    // lets the writer group requests while an upload runs
-	done    chan struct{} // closed when the writer and shipper have stopped
+	commits *groupcommit.Committer // the write path: group commit, upload, acknowledgement
 
-	fenced   atomic.Bool
+	gate   sync.RWMutex // Read, Write and Session hold it shared while they start; close takes it to stop intake
+	closed bool
+
 	sessMu   sync.Mutex
 	sessions map[*session]struct{}
 
-	lossMu          sync.Mutex
-	unshipped       int       // commits not yet accepted by the store
-	oldestUnshipped time.Time // when the oldest of them committed
-
 	deleting atomic.Bool // Delete is closing it: its replica may be purged next
 
-	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
 	// What the database needs of its host, given at open so that nothing
 	// here reaches back into the registry.
-	uploads  *uploadSlots                                             // the host's upload bound; nil: unbounded
 	reopenAs func(ctx context.Context, name string) (Database, error) // the host's Get, for a request that raced eviction
 	lastUsed atomic.Int64                                             // unix nanoseconds of the last use (evict.go)
 	inflight atomic.Int32                                             // Read and Write calls running: they pin it open
 	evicted  bool                                                     // closed for being idle (under gate): callers reopen
-}
-
-// writeReq is one Write call waiting for its group.
-type writeReq struct {
-	ctx      context.Context
-	fn       func(sqlconn.Conn) error
-	idem     *idemCall // nil without an Idempotency-Key
-	err      error
-	bookmark Bookmark
-	done     chan struct{}
-}
-
-// group is one committed transaction: the requests it answers and when it committed.
-type group struct {
-	reqs      []*writeReq
-	committed time.Time
 }
 
 func (db *database) Name() string { return db.name }
@@ -77,10 +53,6 @@ func (db *database) bookmark() Bookmark { return Bookmark(db.rep.Pos().TXID) }
 
 func (db *database) unavailable(msg string) *dberr.Error {
 	return dberr.ForDatabase(dberr.CodeUnavailable, db.name, "database "+quote(db.name)+": "+msg)
-}
-
-func (db *database) fencedError() *dberr.Error {
-	return db.unavailable("stopped taking writes: another writer owns its replica (fenced); nothing more is acknowledged. Restart the server that should own it")
 }
 
 // Read runs fn on a pooled read-only connection.
@@ -105,47 +77,46 @@ func (db *database) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Book
 		return 0, sqlconn.Translate(ctx.Err())
 	}
 	defer func() { db.readers <- c }()
-	err := runFn(c, fn)
+	err := c.Call(fn)
 	if !c.Autocommit() { // fn left a transaction open: end it so the pool stays clean
 		_ = c.Run("ROLLBACK")
 	}
 	return db.bookmark(), err
 }
 
-// Write queues fn for the next write group and waits until the group is
-// durable (sync) or committed (async).
+// Write hands fn to the database's write path (groupcommit.Committer.Submit)
+// and waits until its group is durable (sync) or committed (async).
 func (db *database) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
-	if db.fenced.Load() {
-		return 0, db.fencedError()
+	if db.commits.Fenced() {
+		return 0, groupcommit.FencedError(db.name)
 	}
-	req := &writeReq{ctx: ctx, fn: fn, idem: db.idemCall(ctx), done: make(chan struct{})}
 	db.gate.RLock()
 	if db.closed {
-		evicted := db.evicted
 		db.gate.RUnlock()
-		if evicted {
-			return db.reopenThen(ctx, func(d Database) (Bookmark, error) { return d.Write(ctx, fn) })
-		}
-		return 0, db.unavailable("closing; retry")
+		return db.writeAfterClose(ctx, fn)
 	}
 	// Pinned until answered: eviction skips it (and would drain the queue anyway).
 	db.inflight.Add(1)
 	defer db.inflight.Add(-1)
 	db.touch()
-	select {
-	case db.writeCh <- req:
-		db.gate.RUnlock()
-	case <-ctx.Done():
-		db.gate.RUnlock()
-		return 0, sqlconn.Translate(ctx.Err())
+	db.gate.RUnlock()
+	txid, err := db.commits.Submit(ctx, fn)
+	if errors.Is(err, groupcommit.ErrClosed) { // closed since the check above
+		return db.writeAfterClose(ctx, fn)
 	}
-	select {
-	case <-req.done:
-		return req.bookmark, req.err
-	case <-ctx.Done():
-		// The request may still commit; the caller has gone, so nobody learns it.
-		return 0, sqlconn.Translate(ctx.Err())
+	return Bookmark(txid), err
+}
+
+// writeAfterClose answers a Write that found db closed: an evicted
+// database is reopened to run it, one closing for good asks for a retry.
+func (db *database) writeAfterClose(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
+	db.gate.RLock()
+	evicted := db.evicted
+	db.gate.RUnlock()
+	if evicted {
+		return db.reopenThen(ctx, func(d Database) (Bookmark, error) { return d.Write(ctx, fn) })
 	}
+	return 0, db.unavailable("closing; retry")
 }
 
 // reopenThen runs call on the database that replaces this evicted one.
@@ -155,36 +126,6 @@ func (db *database) reopenThen(ctx context.Context, call func(Database) (Bookmar
 		return 0, err
 	}
 	return call(d)
-}
-
-// runFn calls fn, turning a panic into an error so one request cannot take
-// the writer goroutine down.
-func runFn(c *sqlconn.Handle, fn func(sqlconn.Conn) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = dberr.New(dberr.CodeInternal, fmt.Sprintf("panic while running request: %v", p))
-		}
-	}()
-	return fn(c)
-}
-
-func (db *database) noteCommitted(t time.Time) {
-	db.lossMu.Lock()
-	if db.unshipped == 0 {
-		db.oldestUnshipped = t
-	}
-	db.unshipped++
-	db.lossMu.Unlock()
-}
-
-func (db *database) noteShipped(n int) {
-	db.lossMu.Lock()
-	db.unshipped -= n
-	if db.unshipped <= 0 {
-		db.unshipped = 0
-		db.oldestUnshipped = time.Time{}
-	}
-	db.lossMu.Unlock()
 }
 
 // Stats describes one open database for listings and metrics.
@@ -197,10 +138,9 @@ type Stats struct {
 }
 
 func (db *database) stats() Stats {
-	db.lossMu.Lock()
-	defer db.lossMu.Unlock()
-	return Stats{Name: db.name, TXID: uint64(db.rep.Pos().TXID), Unshipped: db.unshipped,
-		OldestUnshipped: db.oldestUnshipped, Fenced: db.fenced.Load()}
+	unshipped, oldest := db.commits.Unshipped()
+	return Stats{Name: db.name, TXID: uint64(db.rep.Pos().TXID), Unshipped: unshipped,
+		OldestUnshipped: oldest, Fenced: db.commits.Fenced()}
 }
 
 // close stops intake, lets the writer finish what is queued, ships it, and
@@ -209,21 +149,19 @@ func (db *database) close(ctx context.Context) error {
 	db.gate.Lock()
 	already := db.closed
 	db.closed = true
-	if !already {
-		close(db.writeCh)
-	}
 	db.gate.Unlock()
 	if already {
-		<-db.done
+		db.commits.Close() // waits for the first close's drain
 		return nil
 	}
 	return db.finishClose(ctx)
 }
 
-// finishClose waits for the writer and shipper to drain what was queued,
-// then closes sessions, the replication (its final Sync) and connections.
+// finishClose lets the write path drain what was queued (run, shipped,
+// answered), then closes sessions, the replication (its final Sync) and
+// connections.
 func (db *database) finishClose(ctx context.Context) error {
-	<-db.done
+	db.commits.Close()
 	db.sessMu.Lock()
 	open := make([]*session, 0, len(db.sessions))
 	for s := range db.sessions {

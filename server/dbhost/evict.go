@@ -59,16 +59,14 @@ func (db *database) touch() { db.lastUsed.Store(time.Now().UnixNano()) }
 // busy reports whether db must stay open: requests in flight or queued, an
 // upload running, sessions open, or commits not yet in the bucket.
 func (db *database) busy() bool {
-	if db.inflight.Load() > 0 || len(db.writeCh) > 0 || len(db.shipCh) > 0 || db.pace.uploading.Load() {
+	if db.inflight.Load() > 0 || db.commits.Busy() {
 		return true
 	}
 	db.sessMu.Lock()
 	sessions := len(db.sessions)
 	db.sessMu.Unlock()
-	db.lossMu.Lock()
-	unshipped := db.unshipped
-	db.lossMu.Unlock()
-	return sessions > 0 || unshipped > 0 || db.fenced.Load()
+	unshipped, _ := db.commits.Unshipped()
+	return sessions > 0 || unshipped > 0 || db.commits.Fenced()
 }
 
 // reserveSlot waits until a database may open without exceeding MaxOpen
@@ -205,7 +203,6 @@ func (h *Host) evict(db *database, cutoff int64) bool {
 	defer h.evicting.Done()
 	h.evictions.Add(1)
 	db.closed, db.evicted = true, true
-	close(db.writeCh)
 	db.gate.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.UploadTimeout)
 	defer cancel()

@@ -266,7 +266,7 @@ func (v *ReplicaView) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bo
 	}
 	defer func() { fd.readers <- c }()
 	bm := v.Bookmark() // applied before the read began, so the read sees at least this
-	err := runFn(c, fn)
+	err := c.Call(fn)
 	if !c.Autocommit() {
 		_ = c.Run("ROLLBACK")
 	}

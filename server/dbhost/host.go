@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
 // localFileSuffixes are the files of one database: SQLite's and the
@@ -27,12 +28,12 @@ type Host struct {
 	closed    bool
 	leases    *leaseTable // nil without Options.Lease
 	follows   *followTable
-	stop      chan struct{}  // ends the idle sweeper
-	bucket    bucketNames    // databases found in the replica, for List
-	opening   int            // slots reserved by databases being opened (under mu)
-	evicting  sync.WaitGroup // evictions under way; Close waits for them
-	evictions atomic.Int64   // databases closed for being idle (tests, metrics)
-	uploads   *uploadSlots   // nil: uploads unbounded
+	stop      chan struct{}            // ends the idle sweeper
+	bucket    bucketNames              // databases found in the replica, for List
+	opening   int                      // slots reserved by databases being opened (under mu)
+	evicting  sync.WaitGroup           // evictions under way; Close waits for them
+	evictions atomic.Int64             // databases closed for being idle (tests, metrics)
+	uploads   *groupcommit.UploadSlots // shared by every database's write path; nil: unbounded
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -47,10 +48,13 @@ func New(opts Options) (*Host, error) {
 	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{},
 		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
 	if opts.Lease != nil {
-		h.leases = newLeaseTable(h, *opts.Lease)
+		h.leases = newLeaseTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
+			_, err := h.Get(ctx, name)
+			return err
+		})
 	}
 	if opts.MaxUploads > 0 {
-		h.uploads = newUploadSlots(opts.MaxUploads)
+		h.uploads = groupcommit.NewUploadSlots(opts.MaxUploads)
 	}
 	h.stop = make(chan struct{})
 	if opts.IdleTimeout > 0 {

@@ -3,13 +3,11 @@ package dbhost
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,7 +232,7 @@ func TestStatementTimeoutInterrupts(t *testing.T) {
 		defer wg.Done()
 		db.Write(context.Background(), func(c sqlconn.Conn) error { <-release; return nil })
 	}()
-	for len(d.writeCh) != 0 {
+	for d.commits.Queued() != 0 {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -253,7 +251,7 @@ func TestStatementTimeoutInterrupts(t *testing.T) {
 			})
 		}()
 	}
-	for len(d.writeCh) < len(errs) {
+	for d.commits.Queued() < len(errs) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -271,19 +269,6 @@ func TestStatementTimeoutInterrupts(t *testing.T) {
 		t.Fatalf("rows = %d, want the 4 requests that did not time out", n)
 	}
 }
-
-type groupRecorder struct {
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (g *groupRecorder) GroupCommitted(db string, n int, d time.Duration) {
-	g.mu.Lock()
-	g.sizes = append(g.sizes, n)
-	g.mu.Unlock()
-}
-func (g *groupRecorder) Synced(string, time.Duration, error) {}
-func (g *groupRecorder) Shipped(string, replica.LTXFile)     {}
 
 func TestRestartWithoutDataDirRestoresFromBucket(t *testing.T) {
 	store := newFileStore(t)
@@ -356,19 +341,6 @@ func TestDivergedLocalFileIsMovedAsideAndRestored(t *testing.T) {
 	if len(aside) == 0 {
 		t.Fatal("the diverged file was not kept aside")
 	}
-}
-
-// flakyStore fails uploads while failing is set.
-type flakyStore struct {
-	replica.Store
-	failing atomic.Bool
-}
-
-func (s *flakyStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
-	if s.failing.Load() {
-		return replica.ObjectInfo{}, errors.New("injected upload failure")
-	}
-	return s.Store.PutIfAbsent(ctx, key, r, size)
 }
 
 func TestDeleteKeepsReplicaUnlessPurged(t *testing.T) {

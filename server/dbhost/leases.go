@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -40,7 +41,9 @@ func (e *NotLeaderError) Unwrap() error {
 
 // leaseTable tracks this instance's leases and the holders it waits on.
 type leaseTable struct {
-	h    *Host
+	log *slog.Logger
+	// open opens a database once its waiter took the lease (the host's Get).
+	open func(ctx context.Context, name string) error
 	mu   sync.Mutex
 	opts lease.Options
 	held map[string]*lease.Lease
@@ -51,9 +54,9 @@ type leaseTable struct {
 	wg   sync.WaitGroup
 }
 
-func newLeaseTable(h *Host, opts lease.Options) *leaseTable {
+func newLeaseTable(opts lease.Options, log *slog.Logger, open func(ctx context.Context, name string) error) *leaseTable {
 	ctx, stop := context.WithCancel(context.Background())
-	return &leaseTable{h: h, opts: opts, held: map[string]*lease.Lease{}, seen: map[string]lease.Record{},
+	return &leaseTable{log: log, open: open, opts: opts, held: map[string]*lease.Lease{}, seen: map[string]lease.Record{},
 		wait: map[string]bool{}, ctx: ctx, stop: stop}
 }
 
@@ -120,7 +123,7 @@ func (t *leaseTable) release(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := l.Release(ctx); err != nil {
-		t.h.opts.Logger.Warn("releasing lease failed", "db", name, "err", err)
+		t.log.Warn("releasing lease failed", "db", name, "err", err)
 	}
 }
 
@@ -137,7 +140,7 @@ func (t *leaseTable) startWaiter(name string, store replica.Store, holder lease.
 	opts := t.opts
 	t.wg.Add(1)
 	t.mu.Unlock()
-	log := t.h.opts.Logger.With("db", name)
+	log := t.log.With("db", name)
 	log.Info("another instance holds the lease; waiting for it", "holder", holder.Holder, "url", holder.URL, "epoch", holder.Epoch)
 	go func() {
 		defer t.wg.Done()
@@ -158,7 +161,7 @@ func (t *leaseTable) startWaiter(name string, store replica.Store, holder lease.
 		delete(t.seen, name)
 		t.mu.Unlock()
 		log.Info("took the lease; catching up from the bucket", "epoch", l.Record().Epoch)
-		if _, err := t.h.Get(t.ctx, name); err != nil {
+		if err := t.open(t.ctx, name); err != nil {
 			log.Error("opening the database after taking its lease failed; releasing the lease", "err", err)
 			t.release(name)
 		}
@@ -177,8 +180,7 @@ func (t *leaseTable) lease(name string) *lease.Lease {
 // OnLeaseLost, called once, on its own goroutine): the lease guard already
 // refuses every write, so it takes the database out of service, drops its
 // local files (the bucket is the truth) and waits for the lease again.
-func (t *leaseTable) demote(db *database, l *lease.Lease, cause error) {
-	h := t.h
+func (h *Host) demote(db *database, l *lease.Lease, cause error) {
 	if h.isClosed() {
 		return
 	}
@@ -193,7 +195,7 @@ func (t *leaseTable) demote(db *database, l *lease.Lease, cause error) {
 	}
 	h.mu.Unlock()
 	if mine {
-		db.fenced.Store(true)
+		db.commits.Fence()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = db.close(ctx)
 		cancel()
@@ -201,14 +203,19 @@ func (t *leaseTable) demote(db *database, l *lease.Lease, cause error) {
 			_ = os.Remove(db.path + suffix)
 		}
 	}
-	t.mu.Lock()
-	if t.held[db.name] == l {
-		delete(t.held, db.name)
-	}
-	t.mu.Unlock()
+	h.leases.forget(db.name, l)
 	unlock()
 	rec, _, _ := lease.Read(context.Background(), db.store)
-	t.startWaiter(db.name, db.store, rec)
+	h.leases.startWaiter(db.name, db.store, rec)
+}
+
+// forget drops l, a lease that was lost, unless name holds another by now.
+func (t *leaseTable) forget(name string, l *lease.Lease) {
+	t.mu.Lock()
+	if t.held[name] == l {
+		delete(t.held, name)
+	}
+	t.mu.Unlock()
 }
 
 func (h *Host) isClosed() bool {

@@ -35,3 +35,11 @@ func ValidateName(name string) error {
 	}
 	return nil
 }
+
+// quote quotes a name for a message, cut short if long.
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return "\"" + s + "\""
+}

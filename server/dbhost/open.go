@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -92,8 +93,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	}
 	defer release() // after the database is in the table (or failed)
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
-		sessions: map[*session]struct{}{},
-		uploads:  h.uploads, reopenAs: h.Get}
+		sessions: map[*session]struct{}{}, reopenAs: h.Get}
 	db.touch()
 	rep, err := h.openReplication(ctx, db)
 	if h.opts.Replication.diverged(err) {
@@ -121,11 +121,13 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		rep.Close(ctx, false)
 		return nil, dberr.ForDatabase(dberr.CodeInternal, name, "database "+quote(name)+": "+err.Error())
 	}
-	db.writeCh = make(chan *writeReq, 4*h.opts.MaxGroupRequests)
-	db.shipCh = make(chan *group, 1024)
-	db.done = make(chan struct{})
-	go db.runWriter()
-	go db.runShipper()
+	db.commits = groupcommit.New(groupcommit.Options{
+		Name: name, Writer: db.writer, Replica: rep, ReplicaName: store.String(), Logger: log,
+		Observer: h.opts.Observer, Durability: h.opts.Durability,
+		MaxGroupRequests: h.opts.MaxGroupRequests, UploadTimeout: h.opts.UploadTimeout,
+		CommitWindow: h.opts.CommitWindow, Uploads: h.uploads,
+		ExternalPoll: h.opts.ExternalPoll, IdempotencyWindow: h.opts.IdempotencyWindow,
+	})
 	h.mu.Lock()
 	h.dbs[name] = db
 	h.mu.Unlock()

@@ -6,30 +6,14 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
-// Durability says when a write is acknowledged.
-type Durability int
-
-const (
-	// Sync answers a write once the LTX file holding it is in the bucket.
-	Sync Durability = iota
-	// Async answers after the local commit; a background loop uploads.
-	Async
-)
-
-func (d Durability) String() string {
-	if d == Async {
-		return "async"
-	}
-	return "sync"
-}
-
-// Observer receives write-path events for metrics. Calls are synchronous
-// and must be cheap.
+// Observer receives write-path events for metrics: the write path's
+// (groupcommit.Observer, optionally groupcommit.AckObserver) and each
+// shipped file. Calls are synchronous and must be cheap.
 type Observer interface {
-	GroupCommitted(db string, requests int, d time.Duration)
-	Synced(db string, d time.Duration, err error)
+	groupcommit.Observer
 	Shipped(db string, f replica.LTXFile)
 }
 
@@ -38,7 +22,7 @@ type Options struct {
 	DataDir          string
 	Store            replica.Store // each database replicates to Sub(Store, name)
 	Replication      Replication
-	Durability       Durability
+	Durability       groupcommit.Durability
 	StatementTimeout time.Duration // per statement [5s]
 	UploadTimeout    time.Duration // per Sync [30s]
 	MaxGroupRequests int           // requests per write group [1000]

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
 // Replication says how the host replicates and restores its databases.
@@ -39,7 +40,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Name:         db.name,
 		Logger:       h.opts.Replication.Logger,
 		Store:        db.store,
-		RequireMatch: h.opts.Durability == Sync,
+		RequireMatch: h.opts.Durability == groupcommit.Sync,
 		Compaction:   h.opts.Replication.Compaction,
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
@@ -50,7 +51,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 	if h.leases != nil {
 		if l := h.leases.lease(db.name); l != nil {
 			opts.Lease = l
-			opts.OnLeaseLost = func(cause error) { h.leases.demote(db, l, cause) }
+			opts.OnLeaseLost = func(cause error) { h.demote(db, l, cause) }
 		}
 	}
 	return replicated.Open(ctx, db.path, opts)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -28,8 +29,8 @@ func (db *database) Session(ctx context.Context) (Session, error) {
 }
 
 func (db *database) session(ctx context.Context, readOnly bool) (Session, error) {
-	if db.fenced.Load() {
-		return nil, db.fencedError()
+	if db.commits.Fenced() {
+		return nil, groupcommit.FencedError(db.name)
 	}
 	db.gate.RLock()
 	if db.closed {
@@ -142,7 +143,7 @@ func (s *session) Exec(ctx context.Context, st sqlconn.Stmt) (sqlconn.Result, er
 	}
 	if s.c.Autocommit() && (wasTx || s.c.Wrote() || s.c.TotalChanges() != before) {
 		// A no-op write group is ordered after this commit, so its upload covers it.
-		if _, derr := s.db.Write(withoutIdempotency(ctx), func(sqlconn.Conn) error { return nil }); derr != nil && err == nil {
+		if _, derr := s.db.Write(groupcommit.WithoutIdempotency(ctx), func(sqlconn.Conn) error { return nil }); derr != nil && err == nil {
 			return res, derr
 		}
 	}

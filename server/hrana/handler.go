@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/httperr"
 )
 
@@ -377,9 +378,9 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	status := httperr.Status(err)
 	httperr.SetRetryAfter(w.Header(), status)
-	var nd *dbhost.NotDurableError
+	var nd *groupcommit.NotDurableError
 	if errors.As(err, &nd) {
-		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(nd.Bookmark))
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(dbhost.Bookmark(nd.TXID)))
 	}
 	writeHTTPError(w, status, &Error{Code: httperr.Code(err), Message: httperr.Message(err)})
 }

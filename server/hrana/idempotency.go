@@ -3,11 +3,11 @@ package hrana
 import (
 	"context"
 	"encoding/json"
-	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 	"strings"
 
-	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
 // Idempotency-Key on Hrana's HTTP requests: the key applies to the writes the
@@ -22,7 +22,7 @@ const (
 
 // requestContext returns r's context carrying the request's key, if it has
 // one; request is what a retry must repeat (the statements, not the baton).
-func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idempotency, *Error) {
+func requestContext(r *http.Request, request any) (context.Context, *groupcommit.Idempotency, *Error) {
 	key, ok := r.Header[idempotencyKeyHeader]
 	if !ok {
 		return r.Context(), nil, nil
@@ -31,15 +31,15 @@ func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idem
 	if err != nil {
 		return nil, nil, &Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
 	}
-	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
+	k, err := groupcommit.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {
 		return nil, nil, toError(err, "")
 	}
-	return dbhost.WithIdempotency(r.Context(), k), k, nil
+	return groupcommit.WithIdempotency(r.Context(), k), k, nil
 }
 
 // markReplayed tells the client that (part of) the answer is a replay.
-func markReplayed(w http.ResponseWriter, k *dbhost.Idempotency) {
+func markReplayed(w http.ResponseWriter, k *groupcommit.Idempotency) {
 	if k != nil && k.Replayed() {
 		w.Header().Set(replayedHeader, "true")
 	}
@@ -53,7 +53,7 @@ type storedOutcome struct {
 
 // keyOutcome makes the next write of ctx's key store and replay *out.
 func keyOutcome(ctx context.Context, out *outcome) {
-	k := dbhost.IdempotencyFrom(ctx)
+	k := groupcommit.IdempotencyFrom(ctx)
 	if k == nil {
 		return
 	}

@@ -2,9 +2,11 @@ package hrana
 
 import (
 	"context"
-	"github.com/sluicedb/sluice/server/httperr"
 	"net/http"
 	"strconv"
+
+	"github.com/sluicedb/sluice/server/groupcommit"
+	"github.com/sluicedb/sluice/server/httperr"
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -95,7 +97,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
 // request is what the request's Idempotency-Key covers.
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *dbhost.Idempotency, context.CancelFunc, *Error) {
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *groupcommit.Idempotency, context.CancelFunc, *Error) {
 	ctx, idem, e := requestContext(r, request)
 	if e != nil {
 		return nil, nil, func() {}, e

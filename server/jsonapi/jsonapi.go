@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/httperr"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -125,7 +126,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 		WriteError(w, forbidden(name))
 		return nil
 	}
-	var idem *dbhost.Idempotency
+	var idem *groupcommit.Idempotency
 	body := io.Reader(r.Body)
 	if key, ok := r.Header[IdempotencyKeyHeader]; ok {
 		raw, err := io.ReadAll(r.Body)
@@ -133,7 +134,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 			WriteError(w, bodyError(err))
 			return nil
 		}
-		if idem, err = dbhost.NewIdempotency(strings.Join(key, ","), raw); err != nil {
+		if idem, err = groupcommit.NewIdempotency(strings.Join(key, ","), raw); err != nil {
 			WriteError(w, err)
 			return nil
 		}
@@ -163,7 +164,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 	if idem != nil { // the key applies to writes only; a read ignores it
 		idem.Save = func() ([]byte, error) { return encodeResults(q.results) }
 		idem.Load = func(b []byte) error { return decodeResults(b, q.results) }
-		ctx = dbhost.WithIdempotency(ctx, idem)
+		ctx = groupcommit.WithIdempotency(ctx, idem)
 	}
 	b, err := dbhost.RunAuto(ctx, db, q.sqls(), q.runAll)
 	if errors.Is(err, dberr.ErrNeedsOwnConnection) {
@@ -317,11 +318,11 @@ func decodeStmt(sql string, raw json.RawMessage) (sqlconn.Stmt, error) {
 func WriteError(w http.ResponseWriter, err error) {
 	status := httperr.Status(err)
 	fields := map[string]string{"code": httperr.Code(err), "message": httperr.Message(err)}
-	var nd *dbhost.NotDurableError
+	var nd *groupcommit.NotDurableError
 	if errors.As(err, &nd) {
 		// Not a 503: the write committed, so no Retry-After; the bookmark
 		// lets the client ask whether it became durable.
-		fields["bookmark"] = strconv.FormatUint(uint64(nd.Bookmark), 10)
+		fields["bookmark"] = strconv.FormatUint(uint64(nd.TXID), 10)
 		w.Header().Set(dbhost.BookmarkHeader, fields["bookmark"])
 	}
 	body, _ := json.Marshal(map[string]any{"error": fields})

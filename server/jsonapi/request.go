@@ -9,6 +9,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -126,7 +127,7 @@ func (q *request) exec(ctx context.Context, c sqlconn.Conn, i int, st sqlconn.St
 // begins with run before that transaction and those it ends with after it,
 // as a migration script does on a local file (foreign_keys, for one, is a
 // no-op inside a transaction); everything else runs inside.
-func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *dbhost.Idempotency) (dbhost.Bookmark, error) {
+func (q *request) runOwn(ctx context.Context, db dbhost.Database, idem *groupcommit.Idempotency) (dbhost.Bookmark, error) {
 	if idem != nil {
 		// A keyed request's answer is stored in the transaction of its write
 		// group, which this request does not use.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/sluicedb/sluice/internal/sqlitestmt"
+	"github.com/sluicedb/sluice/server/dberr"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -126,6 +127,17 @@ func (c *Handle) RunTxControl(sql string) error {
 
 // SQLite is the underlying connection, for the pool's own bookkeeping tables.
 func (c *Handle) SQLite() *sqlite.Conn { return c.c }
+
+// Call calls fn with c, turning a panic in fn into an internal error so
+// that one request cannot take down the goroutine that serves many.
+func (c *Handle) Call(fn func(Conn) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = dberr.New(dberr.CodeInternal, fmt.Sprintf("panic while running request: %v", p))
+		}
+	}()
+	return fn(c)
+}
 
 // Wrote reports whether the last Exec ran a statement SQLite does not call
 // read-only.

@@ -1,4 +1,4 @@
-package dbhost
+package groupcommit
 
 import (
 	"context"
@@ -12,28 +12,24 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/httperr"
 	"github.com/sluicedb/sluice/server/sqlconn"
+	"github.com/superfly/ltx"
 )
 
 func TestGroupCommitOneFailureLeavesOthersCommitted(t *testing.T) {
 	store := newFileStore(t)
 	rec := &groupRecorder{}
-	h := newHost(t, store, t.TempDir(), func(o *Options) { o.Observer = rec })
-	db, err := h.Create(context.Background(), "g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, func(o *Options) { o.Observer = rec })
 	write(t, db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	write(t, db, "INSERT INTO t VALUES (1000, 'taken')")
-	d := db.(*database)
 	release := make(chan struct{})
-	go db.Write(context.Background(), func(c sqlconn.Conn) error { <-release; return nil })
-	for len(d.writeCh) != 0 {
+	go db.Submit(context.Background(), func(c sqlconn.Conn) error { <-release; return nil })
+	for db.Queued() != 0 {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond)
 	const n = 40
 	errs := make([]error, n)
-	books := make([]Bookmark, n)
+	books := make([]ltx.TXID, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -43,13 +39,13 @@ func TestGroupCommitOneFailureLeavesOthersCommitted(t *testing.T) {
 			if i == 17 {
 				id = 1000 // duplicate primary key: this request alone fails
 			}
-			books[i], errs[i] = db.Write(context.Background(), func(c sqlconn.Conn) error {
+			books[i], errs[i] = db.Submit(context.Background(), func(c sqlconn.Conn) error {
 				_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?, 'x')", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: id}}})
 				return err
 			})
 		}()
 	}
-	for len(d.writeCh) < n {
+	for db.Queued() < n {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -83,27 +79,23 @@ func TestGroupCommitOneFailureLeavesOthersCommitted(t *testing.T) {
 		t.Fatalf("local rows = %d, want %d", got, n)
 	}
 	// Sync durability: every acknowledged write is in the bucket.
-	if got := restoredCount(t, store, "g", "SELECT count(*) FROM t"); got != n {
+	if got := restoredCount(t, store, "SELECT count(*) FROM t"); got != n {
 		t.Fatalf("restored rows = %d, want %d", got, n)
 	}
 }
 
 func TestEveryAcknowledgedWriteIsInTheBucket(t *testing.T) {
 	store := newFileStore(t)
-	h := newHost(t, store, t.TempDir(), nil)
-	db, err := h.Create(context.Background(), "acks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, nil)
 	write(t, db, "CREATE TABLE t(x)")
-	var last Bookmark
+	var last ltx.TXID
 	for i := 1; i <= 5; i++ {
 		b := write(t, db, "INSERT INTO t VALUES (?)", sqlconn.Value{Type: sqlconn.Integer, Int: int64(i)})
 		if b <= last {
 			t.Fatalf("bookmark did not advance: %d after %d", b, last)
 		}
 		last = b
-		if got := restoredCount(t, store, "acks", "SELECT count(*) FROM t"); got != int64(i) {
+		if got := restoredCount(t, store, "SELECT count(*) FROM t"); got != int64(i) {
 			t.Fatalf("after write %d the bucket restores %d rows", i, got)
 		}
 	}
@@ -114,7 +106,7 @@ func TestEveryAcknowledgedWriteIsInTheBucket(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := db.Write(context.Background(), func(c sqlconn.Conn) error {
+			if _, err := db.Submit(context.Background(), func(c sqlconn.Conn) error {
 				_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (-1)"})
 				return err
 			}); err != nil {
@@ -126,7 +118,7 @@ func TestEveryAcknowledgedWriteIsInTheBucket(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d concurrent writes failed", failed.Load())
 	}
-	if got := restoredCount(t, store, "acks", "SELECT count(*) FROM t"); got != 69 {
+	if got := restoredCount(t, store, "SELECT count(*) FROM t"); got != 69 {
 		t.Fatalf("bucket restores %d rows, want 69", got)
 	}
 }
@@ -137,15 +129,11 @@ func TestEveryAcknowledgedWriteIsInTheBucket(t *testing.T) {
 func TestUploadFailureIsNotDurableAndShippedLater(t *testing.T) {
 	base := newFileStore(t)
 	store := &flakyStore{Store: base}
-	h := newHost(t, store, t.TempDir(), nil)
-	db, err := h.Create(context.Background(), "flaky")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, nil)
 	write(t, db, "CREATE TABLE t(x)")
 	store.failing.Store(true)
-	before, _ := db.Read(context.Background(), func(sqlconn.Conn) error { return nil })
-	b, err := db.Write(context.Background(), func(c sqlconn.Conn) error {
+	before := db.rep.Pos().TXID
+	b, err := db.Submit(context.Background(), func(c sqlconn.Conn) error {
 		_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (7)"})
 		return err
 	})
@@ -153,40 +141,32 @@ func TestUploadFailureIsNotDurableAndShippedLater(t *testing.T) {
 	if !errors.As(err, &nd) || nd.Err.Code != dberr.CodeNotDurable || httperr.Status(nd.Err) != 500 || !strings.Contains(nd.Err.Message, "committed locally") {
 		t.Fatalf("write during outage: got %v, want COMMITTED_NOT_DURABLE saying it is committed locally", err)
 	}
-	if b != before+1 || nd.Bookmark != b {
-		t.Fatalf("not-durable bookmark %d (error says %d), want %d", b, nd.Bookmark, before+1)
+	if b != before+1 || nd.TXID != b {
+		t.Fatalf("not-durable bookmark %d (error says %d), want %d", b, nd.TXID, before+1)
 	}
-	if st := h.Stats()[0]; st.Unshipped == 0 {
-		t.Fatalf("stats show no unshipped commit during the outage: %+v", st)
+	if n, _ := db.Unshipped(); n == 0 {
+		t.Fatal("no unshipped commit during the outage")
 	}
 	store.failing.Store(false)
 	write(t, db, "INSERT INTO t VALUES (8)")
-	if now, _ := db.Read(context.Background(), func(sqlconn.Conn) error { return nil }); now < b {
+	if now := db.rep.Pos().TXID; now < b {
 		t.Fatalf("durable bookmark %d after the next upload, want >= %d", now, b)
 	}
-	if got := restoredCount(t, base, "flaky", "SELECT sum(x) FROM t"); got != 15 {
+	if got := restoredCount(t, base, "SELECT sum(x) FROM t"); got != 15 {
 		t.Fatalf("bucket sum = %d, want 15 (the not-durable write shipped by the next upload)", got)
 	}
-	if st := h.Stats()[0]; st.Unshipped != 0 {
-		t.Fatalf("unshipped = %d after a successful upload", st.Unshipped)
+	if n, _ := db.Unshipped(); n != 0 {
+		t.Fatalf("unshipped = %d after a successful upload", n)
 	}
 }
 
 func TestFencedDatabaseStopsTakingWrites(t *testing.T) {
 	store := newFileStore(t)
-	a := newHost(t, store, t.TempDir(), nil)
-	dbA, err := a.Create(context.Background(), "f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbA := openDB(t, store, nil)
 	write(t, dbA, "CREATE TABLE t(x)")
-	b := newHost(t, store, t.TempDir(), nil)
-	dbB, err := b.Get(context.Background(), "f") // restored from the bucket
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbB := openDB(t, store, nil) // restored from the bucket
 	write(t, dbB, "INSERT INTO t VALUES ('b')")
-	_, err = dbA.Write(context.Background(), func(c sqlconn.Conn) error {
+	_, err := dbA.Submit(context.Background(), func(c sqlconn.Conn) error {
 		_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES ('a')"})
 		return err
 	})
@@ -194,78 +174,33 @@ func TestFencedDatabaseStopsTakingWrites(t *testing.T) {
 	if !errors.As(err, &e) || httperr.Status(e) != 503 || !strings.Contains(e.Message, "fenced") {
 		t.Fatalf("write on the fenced host: got %v, want 503 fenced", err)
 	}
-	_, err = dbA.Write(context.Background(), func(c sqlconn.Conn) error { return nil })
+	_, err = dbA.Submit(context.Background(), func(c sqlconn.Conn) error { return nil })
 	if !errors.As(err, &e) || !strings.Contains(e.Message, "fenced") {
 		t.Fatalf("later write on the fenced host: got %v", err)
 	}
-	if got := restoredCount(t, store, "f", "SELECT count(*) FROM t WHERE x = 'a'"); got != 0 {
+	if got := restoredCount(t, store, "SELECT count(*) FROM t WHERE x = 'a'"); got != 0 {
 		t.Fatal("the fenced writer's row reached the bucket")
 	}
-	if got := restoredCount(t, store, "f", "SELECT count(*) FROM t WHERE x = 'b'"); got != 1 {
+	if got := restoredCount(t, store, "SELECT count(*) FROM t WHERE x = 'b'"); got != 1 {
 		t.Fatal("the owner's row is missing from the bucket")
-	}
-}
-
-func TestSessionCommitIsDurable(t *testing.T) {
-	store := newFileStore(t)
-	h := newHost(t, store, t.TempDir(), nil)
-	db, err := h.Create(context.Background(), "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, db, "CREATE TABLE t(x)")
-	s, err := db.Session(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, s, "BEGIN")
-	mustExec(t, s, "INSERT INTO t VALUES (1)")
-	if s.Autocommit() {
-		t.Fatal("autocommit inside BEGIN")
-	}
-	mustExec(t, s, "COMMIT")
-	if got := restoredCount(t, store, "s", "SELECT count(*) FROM t"); got != 1 {
-		t.Fatalf("bucket rows after COMMIT = %d", got)
-	}
-	mustExec(t, s, "BEGIN")
-	mustExec(t, s, "INSERT INTO t VALUES (2)")
-	if _, err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if n := queryInt(t, db, "SELECT count(*) FROM t"); n != 1 {
-		t.Fatalf("rows = %d: Close must roll back the open transaction", n)
-	}
-	// A read-only view refuses writes.
-	ro := ReadOnly(db)
-	_, err = ro.Write(context.Background(), func(c sqlconn.Conn) error {
-		_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (3)"})
-		return err
-	})
-	var e *dberr.Error
-	if !errors.As(err, &e) || httperr.Status(e) != 403 {
-		t.Fatalf("write through read-only view: got %v, want 403", err)
 	}
 }
 
 func TestAsyncAcknowledgesThenShips(t *testing.T) {
 	store := newFileStore(t)
-	h := newHost(t, store, t.TempDir(), func(o *Options) { o.Durability = Async })
-	db, err := h.Create(context.Background(), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, func(o *Options) { o.Durability = Async })
 	write(t, db, "CREATE TABLE t(x)")
 	for i := 0; i < 20; i++ {
 		write(t, db, "INSERT INTO t VALUES (1)")
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.Stats()[0].Unshipped != 0 {
+	for n, _ := db.Unshipped(); n != 0; n, _ = db.Unshipped() {
 		if time.Now().After(deadline) {
-			t.Fatalf("async loss window never closed: %+v", h.Stats()[0])
+			t.Fatalf("async loss window never closed: %d unshipped", n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := restoredCount(t, store, "a", "SELECT count(*) FROM t"); got != 20 {
+	if got := restoredCount(t, store, "SELECT count(*) FROM t"); got != 20 {
 		t.Fatalf("bucket rows = %d", got)
 	}
 }

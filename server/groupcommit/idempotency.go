@@ -1,4 +1,4 @@
-package dbhost
+package groupcommit
 
 import (
 	"bytes"
@@ -37,15 +37,16 @@ const maxKeyLen = 255
 
 // Idempotency is one request's key. The HTTP layer makes it with
 // NewIdempotency and passes it down in the context (WithIdempotency); each
-// Write of the request consumes the next sub-key (key, "key 2", ...), so a
-// retried request whose writes run in the same order replays each of them.
+// write of the request (Submit) consumes the next sub-key (key, "key 2",
+// ...), so a retried request whose writes run in the same order replays
+// each of them.
 type Idempotency struct {
 	key  string
 	hash [32]byte
-	// Save encodes the answer of the next Write (what its fn reported); it
+	// Save encodes the answer of the next write (what its fn reported); it
 	// runs in the writer right after fn succeeded. Load restores that answer
 	// instead of running fn when the key was used before. Set both before
-	// each Write that may carry the key.
+	// each write that may carry the key.
 	Save func() ([]byte, error)
 	Load func([]byte) error
 
@@ -94,23 +95,21 @@ func WithIdempotency(ctx context.Context, k *Idempotency) context.Context {
 }
 
 // IdempotencyFrom returns the key ctx carries, or nil.
-func IdempotencyFrom(ctx context.Context) *Idempotency { return idempotencyFrom(ctx) }
-
-func idempotencyFrom(ctx context.Context) *Idempotency {
+func IdempotencyFrom(ctx context.Context) *Idempotency {
 	k, _ := ctx.Value(idemKey{}).(*Idempotency)
 	return k
 }
 
-// withoutIdempotency hides the key from writes sluice makes on its own
+// WithoutIdempotency hides the key from writes sluice makes on its own
 // behalf (a session's no-op group that waits for durability).
-func withoutIdempotency(ctx context.Context) context.Context {
-	if idempotencyFrom(ctx) == nil {
+func WithoutIdempotency(ctx context.Context) context.Context {
+	if IdempotencyFrom(ctx) == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, idemKey{}, (*Idempotency)(nil))
 }
 
-// idemCall is one Write's share of a request's key.
+// idemCall is one write's share of a request's key.
 type idemCall struct {
 	k    *Idempotency
 	sub  string
@@ -118,8 +117,8 @@ type idemCall struct {
 	load func([]byte) error
 }
 
-func (db *database) idemCall(ctx context.Context) *idemCall {
-	k := idempotencyFrom(ctx)
+func newIdemCall(ctx context.Context) *idemCall {
+	k := IdempotencyFrom(ctx)
 	if k == nil {
 		return nil
 	}
@@ -129,37 +128,37 @@ func (db *database) idemCall(ctx context.Context) *idemCall {
 // runReq runs one request of a group: with a key, it first looks for the
 // key's stored answer (replay, or refuse a different request under the same
 // key), and after fn succeeds stores the answer in the same transaction.
-func (db *database) runReq(w *sqlconn.Handle, r *writeReq) error {
-	c := r.idem
-	if c == nil {
-		return runFn(w, r.fn)
+func (c *Committer) runReq(w *sqlconn.Handle, r *writeReq) error {
+	call := r.idem
+	if call == nil {
+		return w.Call(r.fn)
 	}
 	now := time.Now()
-	found, hash, body, err := db.idemLookup(w.SQLite(), c.sub, now)
+	found, hash, body, err := c.idemLookup(w.SQLite(), call.sub, now)
 	if err != nil {
 		return err
 	}
 	if found {
-		if !bytes.Equal(hash, c.k.hash[:]) {
-			return dberr.ForDatabase(dberr.CodeKeyReused, db.name, "Idempotency-Key "+quote(c.k.key)+" was already used on database "+quote(db.name)+" for a different request; use a new key for a new request")
+		if !bytes.Equal(hash, call.k.hash[:]) {
+			return dberr.ForDatabase(dberr.CodeKeyReused, c.name, "Idempotency-Key "+quote(call.k.key)+" was already used on database "+quote(c.name)+" for a different request; use a new key for a new request")
 		}
-		if c.load != nil {
-			if err := c.load(body); err != nil {
-				return dberr.New(dberr.CodeInternal, "cannot read the stored answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
+		if call.load != nil {
+			if err := call.load(body); err != nil {
+				return dberr.New(dberr.CodeInternal, "cannot read the stored answer for Idempotency-Key "+quote(call.k.key)+": "+err.Error())
 			}
 		}
-		c.k.mu.Lock()
-		c.k.replayed = true
-		c.k.mu.Unlock()
+		call.k.mu.Lock()
+		call.k.replayed = true
+		call.k.mu.Unlock()
 		return nil
 	}
-	if err := runFn(w, r.fn); err != nil {
+	if err := w.Call(r.fn); err != nil {
 		return err // rolled back with the request: a retry may run it again
 	}
 	var answer []byte
-	if c.save != nil {
-		if answer, err = c.save(); err != nil {
-			return dberr.New(dberr.CodeInternal, "cannot store the answer for Idempotency-Key "+quote(c.k.key)+": "+err.Error())
+	if call.save != nil {
+		if answer, err = call.save(); err != nil {
+			return dberr.New(dberr.CodeInternal, "cannot store the answer for Idempotency-Key "+quote(call.k.key)+": "+err.Error())
 		}
 	}
 	if answer == nil {
@@ -170,21 +169,21 @@ func (db *database) runReq(w *sqlconn.Handle, r *writeReq) error {
 		return sqlconn.Translate(err)
 	}
 	defer st.Reset()
-	st.BindText(1, c.sub)
+	st.BindText(1, call.sub)
 	st.BindInt64(2, now.UnixMilli())
-	st.BindBytes(3, c.k.hash[:])
+	st.BindBytes(3, call.k.hash[:])
 	st.BindBytes(4, answer)
 	if _, err := st.Step(); err != nil {
 		return sqlconn.Translate(err)
 	}
-	db.idemPrune(w.SQLite(), now)
+	c.idemPrune(w.SQLite(), now)
 	return nil
 }
 
 // idemLookup finds key's row, creating the table on first use; a row older
 // than the window counts as absent (and is removed).
-func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found bool, hash, body []byte, err error) {
-	st, err := c.Prepare("SELECT created, hash, body FROM " + IdempotencyTable + " WHERE key = ?")
+func (c *Committer) idemLookup(conn *sqlite.Conn, key string, now time.Time) (found bool, hash, body []byte, err error) {
+	st, err := conn.Prepare("SELECT created, hash, body FROM " + IdempotencyTable + " WHERE key = ?")
 	var row bool
 	if err == nil {
 		defer st.Reset()
@@ -194,11 +193,11 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 	if err != nil && strings.Contains(err.Error(), "no such table") {
 		// Created inside the request's transaction: if that rolls back, so
 		// does the table, and the next key creates it again.
-		if err := sqlconn.Run(c, "CREATE TABLE IF NOT EXISTS "+IdempotencyTable+
+		if err := sqlconn.Run(conn, "CREATE TABLE IF NOT EXISTS "+IdempotencyTable+
 			"(key TEXT PRIMARY KEY, created INTEGER NOT NULL, hash BLOB NOT NULL, status INTEGER NOT NULL, body BLOB NOT NULL) WITHOUT ROWID"); err != nil {
 			return false, nil, nil, sqlconn.Translate(err)
 		}
-		if err := sqlconn.Run(c, "CREATE INDEX IF NOT EXISTS "+IdempotencyTable+"_created ON "+IdempotencyTable+"(created)"); err != nil {
+		if err := sqlconn.Run(conn, "CREATE INDEX IF NOT EXISTS "+IdempotencyTable+"_created ON "+IdempotencyTable+"(created)"); err != nil {
 			return false, nil, nil, sqlconn.Translate(err)
 		}
 		return false, nil, nil, nil
@@ -212,8 +211,8 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 	body = make([]byte, st.ColumnLen(2))
 	st.ColumnBytes(2, body)
 	st.Reset()
-	if now.Sub(time.UnixMilli(created)) >= db.idemWindow() {
-		del, err := c.Prepare("DELETE FROM " + IdempotencyTable + " WHERE key = ?")
+	if now.Sub(time.UnixMilli(created)) >= c.idemWindow() {
+		del, err := conn.Prepare("DELETE FROM " + IdempotencyTable + " WHERE key = ?")
 		if err != nil {
 			return false, nil, nil, sqlconn.Translate(err)
 		}
@@ -227,26 +226,21 @@ func (db *database) idemLookup(c *sqlite.Conn, key string, now time.Time) (found
 	return true, hash, body, nil
 }
 
-func (db *database) idemWindow() time.Duration {
-	if db.opts.IdempotencyWindow > 0 {
-		return db.opts.IdempotencyWindow
-	}
-	return DefaultIdempotencyWindow
-}
+func (c *Committer) idemWindow() time.Duration { return c.opts.IdempotencyWindow }
 
 // idemPrune removes expired keys, at most once a minute (or once a window,
 // if shorter), using the index on created: the write path pays for it rarely.
-func (db *database) idemPrune(c *sqlite.Conn, now time.Time) {
-	every := min(time.Minute, db.idemWindow())
-	if now.Sub(db.idemPruned) < every {
+func (c *Committer) idemPrune(conn *sqlite.Conn, now time.Time) {
+	every := min(time.Minute, c.idemWindow())
+	if now.Sub(c.idemPruned) < every {
 		return
 	}
-	db.idemPruned = now
-	st, err := c.Prepare("DELETE FROM " + IdempotencyTable + " WHERE created < ?")
+	c.idemPruned = now
+	st, err := conn.Prepare("DELETE FROM " + IdempotencyTable + " WHERE created < ?")
 	if err != nil {
 		return
 	}
 	defer st.Reset()
-	st.BindInt64(1, now.Add(-db.idemWindow()).UnixMilli())
+	st.BindInt64(1, now.Add(-c.idemWindow()).UnixMilli())
 	_, _ = st.Step() // best effort: lookups ignore expired rows anyway
 }

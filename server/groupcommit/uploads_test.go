@@ -1,8 +1,7 @@
-package dbhost
+package groupcommit
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -16,7 +15,7 @@ import (
 
 // Slots go to waiters in arrival order, and never more than the bound at once.
 func TestUploadSlotsAreFIFOAndBounded(t *testing.T) {
-	s := newUploadSlots(2)
+	s := NewUploadSlots(2)
 	a, b := s.acquire(), s.acquire()
 	for _, ch := range []<-chan struct{}{a, b} {
 		select {
@@ -58,13 +57,18 @@ func TestUploadSlotsAreFIFOAndBounded(t *testing.T) {
 	}
 }
 
-// countingStore counts write-path uploads in flight and at most at once,
+// uploadCounter counts write-path uploads in flight and at most at once,
 // holding each one for a while so that they overlap.
-type countingStore struct {
-	replica.Store
+type uploadCounter struct {
 	hold          time.Duration
 	inFlight, max atomic.Int32
 	puts          atomic.Int32
+}
+
+// countingStore counts its uploads with a counter it may share with others.
+type countingStore struct {
+	replica.Store
+	*uploadCounter
 }
 
 func (s *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
@@ -80,35 +84,28 @@ func (s *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader
 }
 
 // Many databases writing at once never have more uploads in flight than
-// MaxUploads, every write is acknowledged, and each database's bucket holds
+// their shared slots allow, every write is acknowledged, and each database's bucket holds
 // exactly its acknowledged rows.
 func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
-	base := newFileStore(t)
-	store := &countingStore{Store: base, hold: 20 * time.Millisecond}
-	h := newHost(t, store, t.TempDir(), func(o *Options) { o.MaxUploads = 2 })
+	counter := &uploadCounter{hold: 20 * time.Millisecond}
+	slots := NewUploadSlots(2)
 	const dbs, writers, each = 8, 3, 5
-	names := make([]string, dbs)
-	for i := range names {
-		names[i] = fmt.Sprintf("many%d", i)
-		db, err := h.Create(context.Background(), names[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		write(t, db, "CREATE TABLE t(x)")
+	bases := make([]replica.Store, dbs)
+	opened := make([]*testDB, dbs)
+	for i := range opened {
+		bases[i] = newFileStore(t)
+		opened[i] = openDB(t, &countingStore{Store: bases[i], uploadCounter: counter}, func(o *Options) { o.Uploads = slots })
+		write(t, opened[i], "CREATE TABLE t(x)")
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, dbs*writers)
-	for _, name := range names {
-		db, err := h.Get(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, db := range opened {
 		for range writers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for range each {
-					if _, err := db.Write(context.Background(), func(c sqlconn.Conn) error {
+					if _, err := db.Submit(context.Background(), func(c sqlconn.Conn) error {
 						_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (1)"})
 						return err
 					}); err != nil {
@@ -124,15 +121,15 @@ func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if m := store.max.Load(); m > 2 {
-		t.Fatalf("%d uploads in flight at once, want at most MaxUploads = 2", m)
+	if m := counter.max.Load(); m > 2 {
+		t.Fatalf("%d uploads in flight at once, want at most the 2 slots", m)
 	}
-	if p := store.puts.Load(); p >= dbs*writers*each {
+	if p := counter.puts.Load(); p >= dbs*writers*each {
 		t.Fatalf("%d uploads for %d writes: waiting for a slot should have grouped them", p, dbs*writers*each)
 	}
-	for _, name := range names {
-		if got := restoredCount(t, base, name, "SELECT count(*) FROM t"); got != writers*each {
-			t.Fatalf("%s: bucket holds %d rows, want the %d acknowledged", name, got, writers*each)
+	for i, base := range bases {
+		if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != writers*each {
+			t.Fatalf("database %d: bucket holds %d rows, want the %d acknowledged", i, got, writers*each)
 		}
 	}
 }
@@ -141,13 +138,9 @@ func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
 // upload; each is acknowledged only once that upload is in the bucket.
 func TestCommitWindowSharesOneUpload(t *testing.T) {
 	base := newFileStore(t)
-	store := &countingStore{Store: base}
+	store := &countingStore{Store: base, uploadCounter: &uploadCounter{}}
 	const window = 400 * time.Millisecond
-	h := newHost(t, store, t.TempDir(), func(o *Options) { o.CommitWindow = window })
-	db, err := h.Create(context.Background(), "windowed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, func(o *Options) { o.CommitWindow = window })
 	write(t, db, "CREATE TABLE t(x)")
 	before := store.puts.Load()
 	var wg sync.WaitGroup
@@ -169,7 +162,7 @@ func TestCommitWindowSharesOneUpload(t *testing.T) {
 	if took[0] < window {
 		t.Fatalf("the first write was acknowledged after %s, before its commit window (%s) ended", took[0], window)
 	}
-	if got := restoredCount(t, base, "windowed", "SELECT count(*) FROM t"); got != 4 {
+	if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != 4 {
 		t.Fatalf("bucket holds %d rows, want the 4 acknowledged", got)
 	}
 }

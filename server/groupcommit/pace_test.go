@@ -1,4 +1,4 @@
-package dbhost
+package groupcommit
 
 import (
 	"context"
@@ -51,11 +51,7 @@ func TestWritesArrivingDuringAnUploadFormOneGroup(t *testing.T) {
 	base := newFileStore(t)
 	store := &gatedStore{Store: base}
 	rec := &groupRecorder{}
-	h := newHost(t, store, t.TempDir(), func(o *Options) { o.Observer = rec })
-	db, err := h.Create(context.Background(), "paced")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openDB(t, store, func(o *Options) { o.Observer = rec })
 	write(t, db, "CREATE TABLE t(x)")
 	groups := func() []int {
 		rec.mu.Lock()
@@ -69,7 +65,7 @@ func TestWritesArrivingDuringAnUploadFormOneGroup(t *testing.T) {
 	errs := make([]error, 11)
 	send := func(i int) {
 		defer wg.Done()
-		_, errs[i] = db.Write(context.Background(), func(c sqlconn.Conn) error {
+		_, errs[i] = db.Submit(context.Background(), func(c sqlconn.Conn) error {
 			_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: 1}}})
 			return err
 		})
@@ -99,7 +95,7 @@ func TestWritesArrivingDuringAnUploadFormOneGroup(t *testing.T) {
 	if g := groups()[before:]; len(g) != 2 || g[0] != 1 || g[1] != 10 {
 		t.Fatalf("group sizes %v, want [1 10]: the ten writes that waited for the upload commit together", g)
 	}
-	if got := restoredCount(t, base, "paced", "SELECT count(*) FROM t"); got != 11 {
+	if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != 11 {
 		t.Fatalf("bucket holds %d rows, want the 11 acknowledged", got)
 	}
 }

@@ -1,9 +1,11 @@
-package dbhost
+package groupcommit
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sluicedb/sluice/engine"
 )
 
 // runShipper makes committed groups durable. It takes every group committed
@@ -11,26 +13,26 @@ import (
 // them), and answers their requests. Groups committed while an upload runs
 // wait for the next one, so uploads and execution overlap. Before uploading
 // it waits for the commit window (Options.CommitWindow) and for one of the
-// host's upload slots (Options.MaxUploads), taking the groups committed
-// meanwhile into the same upload.
+// upload slots shared across databases (Options.Uploads), taking the groups
+// committed meanwhile into the same upload.
 //
 // A failed upload (sync mode) answers the group's requests
 // COMMITTED_NOT_DURABLE (a NotDurableError with the commit's bookmark):
 // their data is committed locally and the next successful Sync ships it, so
 // a blind retry would apply them twice; the shipper retries with backoff
-// even if no new write arrives. ErrFenced stops the
-// database from taking writes.
+// even if no new write arrives. engine.ErrFenced stops the database from
+// taking writes.
 //
 // While idle it polls for commits other processes made to the file
 // (shipExternal), so they reach the replica without waiting for an API write.
-func (db *database) runShipper() {
-	defer close(db.done)
+func (c *Committer) runShipper() {
+	defer close(c.done)
 	var pending []*group
 	backoff := time.Duration(0)
 	var retry <-chan time.Time
 	var poll <-chan time.Time
-	if db.opts.ExternalPoll > 0 {
-		t := time.NewTicker(db.opts.ExternalPoll)
+	if c.opts.ExternalPoll > 0 {
+		t := time.NewTicker(c.opts.ExternalPoll)
 		defer t.Stop()
 		poll = t.C
 	}
@@ -40,11 +42,11 @@ func (db *database) runShipper() {
 		if len(pending) == 0 || retry != nil {
 			select {
 			case <-poll:
-				if len(pending) == 0 && !db.fenced.Load() {
-					externalFailing = db.shipExternal(externalFailing)
+				if len(pending) == 0 && !c.fenced.Load() {
+					externalFailing = c.shipExternal(externalFailing)
 				}
 				continue
-			case g, ok := <-db.shipCh:
+			case g, ok := <-c.shipCh:
 				if !ok {
 					open = false
 					if retry != nil && len(pending) > 0 { // shutting down: one last attempt now
@@ -64,7 +66,7 @@ func (db *database) runShipper() {
 	drain:
 		for open {
 			select {
-			case g, ok := <-db.shipCh:
+			case g, ok := <-c.shipCh:
 				if !ok {
 					open = false
 					break drain
@@ -75,16 +77,16 @@ func (db *database) runShipper() {
 			}
 		}
 		// Hold the upload for the commit window, then for a slot among the
-		// host's uploads: commits made meanwhile join it instead of each
+		// uploads of every database: commits made meanwhile join it instead of each
 		// costing a PUT of their own.
-		pending, open = db.waitWindow(pending, open)
+		pending, open = c.waitWindow(pending, open)
 		var release func()
-		release, pending, open = db.waitSlot(pending, open)
-		db.pace.start()
-		err := db.ship(pending)
-		db.pace.end()
+		release, pending, open = c.waitSlot(pending, open)
+		c.pace.start()
+		err := c.ship(pending)
+		c.pace.end()
 		release()
-		if err == nil || db.fenced.Load() {
+		if err == nil || c.fenced.Load() {
 			pending, backoff = nil, 0
 			continue
 		}
@@ -106,55 +108,55 @@ func (db *database) runShipper() {
 // engine's idle check is a look at the WAL header and the frame after its
 // cursor, with no store request when nothing changed. It returns whether
 // the attempt failed, so a replica outage is logged once, not every poll.
-func (db *database) shipExternal(failing bool) bool {
-	before := db.rep.Pos()
-	ctx, cancel := context.WithTimeout(context.Background(), db.opts.UploadTimeout)
-	pos, err := db.rep.Sync(ctx)
+func (c *Committer) shipExternal(failing bool) bool {
+	before := c.opts.Replica.Pos()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
+	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
 	switch {
 	case err == nil:
 		if pos.TXID != before.TXID {
-			db.log.Info("shipped commits made to the database file by another process",
-				"db", db.name, "from_txid", uint64(before.TXID)+1, "to_txid", uint64(pos.TXID))
+			c.log.Info("shipped commits made to the database file by another process",
+				"db", c.name, "from_txid", uint64(before.TXID)+1, "to_txid", uint64(pos.TXID))
 		}
 		return false
-	case db.opts.Replication.fenced(err):
-		db.fenced.Store(true)
-		db.log.Error("FENCED: another writer owns the replica; this database takes no more writes",
-			"db", db.name, "replica", db.store.String(), "err", err)
+	case errors.Is(err, engine.ErrFenced):
+		c.fenced.Store(true)
+		c.log.Error("FENCED: another writer owns the replica; this database takes no more writes",
+			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
 	case !failing:
-		db.log.Warn("shipping commits made to the file by another process failed; retrying every poll",
-			"db", db.name, "replica", db.store.String(), "err", err)
+		c.log.Warn("shipping commits made to the file by another process failed; retrying every poll",
+			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
 	}
 	return true
 }
 
 // ship uploads everything committed and answers the groups.
-func (db *database) ship(groups []*group) error {
-	ctx, cancel := context.WithTimeout(context.Background(), db.opts.UploadTimeout)
+func (c *Committer) ship(groups []*group) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 	start := time.Now()
-	pos, err := db.rep.Sync(ctx)
+	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
-	if db.opts.Observer != nil {
-		db.opts.Observer.Synced(db.name, time.Since(start), err)
+	if c.opts.Observer != nil {
+		c.opts.Observer.Synced(c.name, time.Since(start), err)
 	}
 	var answer error
 	switch {
 	case err == nil:
-		db.noteShipped(len(groups))
-	case db.opts.Replication.fenced(err):
-		db.fenced.Store(true)
-		db.log.Error("FENCED: another writer owns the replica; this database takes no more writes and acknowledges nothing it could not upload",
-			"db", db.name, "replica", db.store.String(), "err", err)
-		answer = db.fencedError()
+		c.noteShipped(len(groups))
+	case errors.Is(err, engine.ErrFenced):
+		c.fenced.Store(true)
+		c.log.Error("FENCED: another writer owns the replica; this database takes no more writes and acknowledges nothing it could not upload",
+			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
+		answer = FencedError(c.name)
 	default:
-		db.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
-			"db", db.name, "replica", db.store.String(), "err", err)
+		c.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
+			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
 		// The next successful upload ships everything committed since pos as
 		// the file ending at pos+1 or later: that is the commit's bookmark.
-		answer = notDurable(db.name, Bookmark(pos.TXID+1), err)
+		answer = notDurable(c.name, pos.TXID+1, err)
 	}
-	b := Bookmark(pos.TXID)
+	b := pos.TXID
 	if answer == nil {
 		// Counted before anyone is answered: a client that reads /metrics
 		// after its answer sees its own write.
@@ -166,13 +168,13 @@ func (db *database) ship(groups []*group) error {
 				}
 			}
 		}
-		db.observeAcked(acked)
+		c.observeAcked(acked)
 	}
 	for _, g := range groups {
 		for _, r := range g.reqs {
 			var nd *NotDurableError
 			if errors.As(answer, &nd) {
-				finish(r, nd.Bookmark, nd)
+				finish(r, nd.TXID, nd)
 			} else if answer != nil {
 				finish(r, 0, answer)
 			} else {
@@ -182,17 +184,4 @@ func (db *database) ship(groups []*group) error {
 		g.reqs = nil
 	}
 	return err
-}
-
-// AckObserver is an optional part of an Observer: it learns how many
-// writes were acknowledged (sync: once uploaded; async: once committed), the
-// denominator of the upload cost per write.
-type AckObserver interface {
-	WritesAcknowledged(db string, n int)
-}
-
-func (db *database) observeAcked(n int) {
-	if a, ok := db.opts.Observer.(AckObserver); ok && n > 0 {
-		a.WritesAcknowledged(db.name, n)
-	}
 }

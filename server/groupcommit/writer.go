@@ -1,4 +1,4 @@
-package dbhost
+package groupcommit
 
 import (
 	"crypto/rand"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
+	"github.com/superfly/ltx"
 )
 
 // The write path. One writer goroutine per database drains the queue of
@@ -28,10 +29,10 @@ var savepointName = func() string {
 	return "sluice_req_" + hex.EncodeToString(b)
 }()
 
-func (db *database) runWriter() {
-	defer close(db.shipCh)
-	for req := range db.writeCh {
-		db.runGroup(db.gather(req))
+func (c *Committer) runWriter() {
+	defer close(c.shipCh)
+	for req := range c.writeCh {
+		c.runGroup(c.gather(req))
 	}
 }
 
@@ -43,13 +44,13 @@ func (db *database) runWriter() {
 const minGroupWhileUploading = 64
 
 // gather collects the requests queued behind first into one group.
-func (db *database) gather(first *writeReq) []*writeReq {
-	max := db.opts.MaxGroupRequests
+func (c *Committer) gather(first *writeReq) []*writeReq {
+	max := c.opts.MaxGroupRequests
 	reqs := []*writeReq{first}
-	pace := db.opts.Durability == Sync
+	pace := c.opts.Durability == Sync
 	for len(reqs) < max {
 		select {
-		case r, ok := <-db.writeCh:
+		case r, ok := <-c.writeCh:
 			if !ok {
 				return reqs
 			}
@@ -57,16 +58,16 @@ func (db *database) gather(first *writeReq) []*writeReq {
 			continue
 		default:
 		}
-		if !pace || len(reqs) >= minGroupWhileUploading || !db.pace.uploading.Load() {
+		if !pace || len(reqs) >= minGroupWhileUploading || !c.pace.uploading.Load() {
 			return reqs
 		}
 		select {
-		case r, ok := <-db.writeCh:
+		case r, ok := <-c.writeCh:
 			if !ok {
 				return reqs
 			}
 			reqs = append(reqs, r)
-		case <-db.pace.idle():
+		case <-c.pace.idle():
 			return reqs
 		}
 	}
@@ -101,17 +102,17 @@ func (p *uploadPace) end() {
 	}
 }
 
-func finish(r *writeReq, b Bookmark, err error) {
-	r.bookmark, r.err = b, err
+func finish(r *writeReq, txid ltx.TXID, err error) {
+	r.txid, r.err = txid, err
 	close(r.done)
 }
 
 // runGroup executes reqs as one transaction and hands the committed group to
 // the shipper. Requests whose caller has gone are skipped.
-func (db *database) runGroup(reqs []*writeReq) {
-	if db.fenced.Load() {
+func (c *Committer) runGroup(reqs []*writeReq) {
+	if c.fenced.Load() {
 		for _, r := range reqs {
-			finish(r, 0, db.fencedError())
+			finish(r, 0, FencedError(c.name))
 		}
 		return
 	}
@@ -132,7 +133,7 @@ func (db *database) runGroup(reqs []*writeReq) {
 	// one re-run of the group).
 	safe := false
 	for len(live) > 0 {
-		restart, ok := db.tryGroup(live, safe)
+		restart, ok := c.tryGroup(live, safe)
 		if ok {
 			break
 		}
@@ -144,30 +145,30 @@ func (db *database) runGroup(reqs []*writeReq) {
 	if len(live) == 0 {
 		return
 	}
-	if db.opts.Observer != nil {
-		db.opts.Observer.GroupCommitted(db.name, len(live), time.Since(start))
+	if c.opts.Observer != nil {
+		c.opts.Observer.GroupCommitted(c.name, len(live), time.Since(start))
 	}
 	g := &group{committed: time.Now()}
-	db.noteCommitted(g.committed)
-	b := db.bookmark()
-	if db.opts.Durability == Async {
+	c.noteCommitted(g.committed)
+	b := c.position()
+	if c.opts.Durability == Async {
 		acked := 0 // counted before anyone is answered, as the shipper does
 		for _, r := range live {
 			if r.err == nil {
 				acked++
 			}
 		}
-		db.observeAcked(acked)
+		c.observeAcked(acked)
 	}
 	for _, r := range live {
 		// A request that failed was rolled back: nothing of it to wait for.
-		if r.err != nil || db.opts.Durability == Async {
+		if r.err != nil || c.opts.Durability == Async {
 			finish(r, b, r.err)
 		} else {
 			g.reqs = append(g.reqs, r)
 		}
 	}
-	db.shipCh <- g
+	c.shipCh <- g
 }
 
 // tryGroup runs one attempt. ok: committed (each request's own error is in
@@ -176,11 +177,11 @@ func (db *database) runGroup(reqs []*writeReq) {
 // others are re-run. That happens when a request fails without savepoints
 // (safe=false), or when SQLite itself rolled the whole transaction back (an
 // interrupted statement does that).
-func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, ok bool) {
-	w := db.writer
-	if err := db.txControl("BEGIN IMMEDIATE"); err != nil {
+func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, ok bool) {
+	w := c.opts.Writer
+	if err := c.txControl("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range live {
-			finish(r, 0, db.unavailable("cannot start a write transaction: "+err.Error()+"; retry"))
+			finish(r, 0, c.unavailable("cannot start a write transaction: "+err.Error()+"; retry"))
 		}
 		return nil, false
 	}
@@ -188,18 +189,18 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		r.err = nil
 		if safe {
 			if err := w.Run("SAVEPOINT " + savepointName); err != nil {
-				db.abortGroup(live, "savepoint failed: "+err.Error())
+				c.abortGroup(live, "savepoint failed: "+err.Error())
 				return nil, false
 			}
 		}
-		r.err = db.runReq(w, r)
+		r.err = c.runReq(w, r)
 		if w.Autocommit() || (r.err != nil && !safe) { // answer r, re-run the rest
 			if r.err == nil {
 				r.err = dberr.New(dberr.CodeSQLiteError, "the request ended the group's transaction")
 			}
 			if !w.Autocommit() {
-				if err := db.txControl("ROLLBACK"); err != nil {
-					db.abortGroup(live, "rollback failed: "+err.Error())
+				if err := c.txControl("ROLLBACK"); err != nil {
+					c.abortGroup(live, "rollback failed: "+err.Error())
 					return nil, false
 				}
 			}
@@ -209,7 +210,7 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		}
 		if r.err != nil {
 			if e1, e2 := w.Run("ROLLBACK TO "+savepointName), w.Run("RELEASE "+savepointName); e1 != nil || e2 != nil {
-				db.abortGroup(live, "rollback to savepoint failed")
+				c.abortGroup(live, "rollback to savepoint failed")
 				return nil, false
 			}
 			continue
@@ -218,12 +219,12 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 			continue
 		}
 		if err := w.Run("RELEASE " + savepointName); err != nil {
-			db.abortGroup(live, "release savepoint failed: "+err.Error())
+			c.abortGroup(live, "release savepoint failed: "+err.Error())
 			return nil, false
 		}
 	}
-	if err := db.txControl("COMMIT"); err != nil {
-		db.abortGroup(live, "commit failed: "+err.Error())
+	if err := c.txControl("COMMIT"); err != nil {
+		c.abortGroup(live, "commit failed: "+err.Error())
 		return nil, false
 	}
 	return nil, true
@@ -231,16 +232,16 @@ func (db *database) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 
 // txControl runs BEGIN/COMMIT/ROLLBACK for the group; requests themselves
 // may not (the guard refuses transaction control on the writer).
-func (db *database) txControl(sql string) error {
-	return db.writer.RunTxControl(sql)
+func (c *Committer) txControl(sql string) error {
+	return c.opts.Writer.RunTxControl(sql)
 }
 
-func (db *database) abortGroup(live []*writeReq, why string) {
-	if !db.writer.Autocommit() {
-		_ = db.txControl("ROLLBACK")
+func (c *Committer) abortGroup(live []*writeReq, why string) {
+	if !c.opts.Writer.Autocommit() {
+		_ = c.txControl("ROLLBACK")
 	}
-	db.log.Error("write group failed; nothing of it was committed", "db", db.name, "requests", len(live), "reason", why)
+	c.log.Error("write group failed; nothing of it was committed", "db", c.name, "requests", len(live), "reason", why)
 	for _, r := range live {
-		finish(r, 0, dberr.ForDatabase(dberr.CodeInternal, db.name, "database "+quote(db.name)+": "+why+"; nothing was committed, retry"))
+		finish(r, 0, dberr.ForDatabase(dberr.CodeInternal, c.name, "database "+quote(c.name)+": "+why+"; nothing was committed, retry"))
 	}
 }

@@ -1,28 +1,30 @@
-package dbhost
+package groupcommit
 
 import (
 	"sync"
 	"time"
 )
 
-// uploadSlots bounds the write-path uploads in flight across every database
-// of a host. A store that is busy answers slower the more requests it is
-// given at once; with a bound, a database whose shipper waits for a slot
+// UploadSlots bounds the write-path uploads in flight across every database
+// of a server; every database's Committer shares one (Options.Uploads). A
+// store that is busy answers slower the more requests it is given at once;
+// with a bound, a database whose shipper waits for a slot
 // keeps taking commits into its next upload instead of adding another small
 // PUT to the queue. Slots are handed out in arrival order, and each
 // database has one shipper, so a busy database cannot starve a quiet one:
 // with every slot taken, databases upload in turn.
-type uploadSlots struct {
+type UploadSlots struct {
 	mu      sync.Mutex
 	free    int
 	waiters []chan struct{} // first in, first served
 }
 
-func newUploadSlots(n int) *uploadSlots { return &uploadSlots{free: n} }
+// NewUploadSlots returns a bound of n uploads in flight at once.
+func NewUploadSlots(n int) *UploadSlots { return &UploadSlots{free: n} }
 
 // acquire returns a channel that is closed once the caller holds a slot;
 // the holder gives it back with release.
-func (s *uploadSlots) acquire() <-chan struct{} {
+func (s *UploadSlots) acquire() <-chan struct{} {
 	ch := make(chan struct{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,7 +38,7 @@ func (s *uploadSlots) acquire() <-chan struct{} {
 }
 
 // release returns a slot, to the longest waiter if there is one.
-func (s *uploadSlots) release() {
+func (s *UploadSlots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.waiters) > 0 {
@@ -51,8 +53,8 @@ func (s *uploadSlots) release() {
 
 // waitSlot blocks until the database holds an upload slot, taking every
 // group committed meanwhile into pending, and returns the slot's release.
-func (db *database) waitSlot(pending []*group, open bool) (release func(), _ []*group, stillOpen bool) {
-	slots := db.uploads
+func (c *Committer) waitSlot(pending []*group, open bool) (release func(), _ []*group, stillOpen bool) {
+	slots := c.opts.Uploads
 	if slots == nil {
 		return func() {}, pending, open
 	}
@@ -60,7 +62,7 @@ func (db *database) waitSlot(pending []*group, open bool) (release func(), _ []*
 	for {
 		var in chan *group // nil once closed: the select then only waits for the slot
 		if open {
-			in = db.shipCh
+			in = c.shipCh
 		}
 		select {
 		case <-granted:
@@ -78,8 +80,8 @@ func (db *database) waitSlot(pending []*group, open bool) (release func(), _ []*
 // waitWindow holds the upload until the commit window after the oldest
 // pending commit has passed, taking every group committed meanwhile: with
 // a window of D, writes committed within D of each other share one upload.
-func (db *database) waitWindow(pending []*group, open bool) ([]*group, bool) {
-	w := db.opts.CommitWindow
+func (c *Committer) waitWindow(pending []*group, open bool) ([]*group, bool) {
+	w := c.opts.CommitWindow
 	if w <= 0 || !open || len(pending) == 0 {
 		return pending, open
 	}
@@ -93,7 +95,7 @@ func (db *database) waitWindow(pending []*group, open bool) ([]*group, bool) {
 		select {
 		case <-t.C:
 			return pending, open
-		case g, ok := <-db.shipCh:
+		case g, ok := <-c.shipCh:
 			if !ok {
 				return pending, false // closing: ship now
 			}
