@@ -8,6 +8,7 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
 // webSocketOr serves Hrana over WebSocket for an upgrade request to / (the
@@ -54,17 +55,17 @@ func webSocketDatabase(r *http.Request) (string, bool) {
 // read-only view.
 func (s *Server) webSocketAuthorizer(r *http.Request, name string) hrana.WSAuthorizer {
 	upgradeHeader := r.Header.Get("Authorization")
-	return func(ctx context.Context, jwt string) (*hrana.WSGrant, *hrana.Error) {
+	return func(ctx context.Context, jwt string) (*hrana.WSGrant, *proto.Error) {
 		header := upgradeHeader
 		if jwt != "" {
 			header = "Bearer " + jwt
 		}
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
-			return nil, &hrana.Error{Code: dberr.CodeUnauthorized, Message: err.Error()}
+			return nil, &proto.Error{Code: dberr.CodeUnauthorized, Message: err.Error()}
 		}
 		if !p.CanRead(name) {
-			return nil, &hrana.Error{Code: dberr.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
+			return nil, &proto.Error{Code: dberr.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
 		}
 		owner := ""
 		if s.auth.Required() {

@@ -2,8 +2,10 @@ package hrana
 
 import (
 	"encoding/json"
-	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -13,12 +15,12 @@ import (
 // bounded by the request size limits of the statements themselves), then the
 // entries are written.
 func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
-	var body cursorReqBody
+	var body proto.CursorRequest
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	h.runCursor(w, r, db, &body, func(w http.ResponseWriter, head cursorRespBody, entries []cursorEntry) {
+	h.runCursor(w, r, db, &body, func(w http.ResponseWriter, head proto.CursorResponse, entries []proto.CursorEntry) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		enc := json.NewEncoder(w) // Encode ends every entry with a newline
@@ -31,10 +33,10 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 
 // runCursor runs a cursor request's batch on its stream and hands the
 // answer's head and entries to answer, in the request's encoding.
-func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *cursorReqBody,
-	answer func(http.ResponseWriter, cursorRespBody, []cursorEntry)) {
+func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.CursorRequest,
+	answer func(http.ResponseWriter, proto.CursorResponse, []proto.CursorEntry)) {
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
 		return
 	}
 	if e := validateBatch(body.Batch); e != nil {
@@ -51,8 +53,8 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	x, cancel := h.newExecution(r.Context(), s)
 	defer cancel()
 	var (
-		res    *batchResultJSON
-		failed *Error
+		res    *proto.BatchResult
+		failed *proto.Error
 	)
 	switch {
 	case s.dead != nil:
@@ -65,5 +67,5 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	if x.bookmark > 0 {
 		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(x.bookmark))
 	}
-	answer(w, cursorRespBody{Baton: baton}, cursorEntries(res, failed))
+	answer(w, proto.CursorResponse{Baton: baton}, proto.CursorEntries(res, failed))
 }

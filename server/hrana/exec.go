@@ -12,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -21,15 +22,15 @@ type step struct {
 	sql      string
 	class    sqltext.TxRole
 	stmt     sqlconn.Stmt
-	cond     *batchCond
-	compile  *Error // e.g. an unknown sql_id: reported as the step's error
-	hasNamed bool   // has a named argument without its prefix
+	cond     *proto.BatchCond
+	compile  *proto.Error // e.g. an unknown sql_id: reported as the step's error
+	hasNamed bool         // has a named argument without its prefix
 }
 
 // outcome is a batch's per-step results; a skipped step has neither.
 type outcome struct {
-	results []*stmtResultJSON
-	errs    []*Error
+	results []*proto.StmtResult
+	errs    []*proto.Error
 }
 
 // execution runs the requests of one HTTP request on one stream.
@@ -40,7 +41,7 @@ type execution struct {
 	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
 	// streamRows encodes rows as JSON as SQLite steps them
-	// (stmtResultJSON.rowsJSON), for an answer that writePipeline writes;
+	// (StmtResult.RowsJSON), for an answer that writePipeline writes;
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
 	streamRows bool
@@ -82,11 +83,11 @@ var errRequestTimedOut = errors.New("hrana: request timeout")
 
 // timedOut reports the request's deadline as a Hrana error, or nil while it
 // has time left (or when the client, not the deadline, ended it).
-func (x *execution) timedOut() *Error {
+func (x *execution) timedOut() *proto.Error {
 	if x.ctx.Err() == nil || (x.parent != nil && x.parent.Err() != nil) {
 		return nil
 	}
-	return &Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
+	return &proto.Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
 		"the request on database %q ran for more than %s (the request timeout) and was interrupted; what it ran was rolled back: split the work into smaller requests",
 		x.s.db.Name(), x.h.cfg.RequestTimeout)}
 }
@@ -100,7 +101,7 @@ var (
 // inside one read or write group.
 const virtualSavepoint = "hrana_tx"
 
-func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows bool) step {
+func (x *execution) compileStmt(st *proto.Stmt, cond *proto.BatchCond, defaultWantRows bool) step {
 	var out step
 	out.cond = cond
 	sql, e := x.resolveSQL(st.SQL, st.SQLID)
@@ -125,7 +126,7 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 		out.stmt.NamedArgs = make(map[string]sqlconn.Value, len(st.NamedArgs))
 		for _, a := range st.NamedArgs {
 			if a.Name == "" {
-				out.compile = &Error{Code: dberr.CodeArgsInvalid, Message: "a named argument has an empty name"}
+				out.compile = &proto.Error{Code: dberr.CodeArgsInvalid, Message: "a named argument has an empty name"}
 				return out
 			}
 			if !strings.ContainsRune(":@$?", rune(a.Name[0])) {
@@ -137,20 +138,20 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 	return out
 }
 
-func (x *execution) resolveSQL(sql *string, id *int32) (string, *Error) {
+func (x *execution) resolveSQL(sql *string, id *int32) (string, *proto.Error) {
 	switch {
 	case sql != nil && id != nil:
-		return "", &Error{Code: "SQL_AND_SQL_ID", Message: "a statement gives both sql and sql_id; give exactly one"}
+		return "", &proto.Error{Code: "SQL_AND_SQL_ID", Message: "a statement gives both sql and sql_id; give exactly one"}
 	case sql != nil:
 		return *sql, nil
 	case id != nil:
 		text, ok := x.s.sqls[*id]
 		if !ok {
-			return "", &Error{Code: "SQL_ID_NOT_FOUND", Message: fmt.Sprintf("SQL text %d is not stored on this stream; send store_sql first", *id)}
+			return "", &proto.Error{Code: "SQL_ID_NOT_FOUND", Message: fmt.Sprintf("SQL text %d is not stored on this stream; send store_sql first", *id)}
 		}
 		return text, nil
 	}
-	return "", &Error{Code: "SQL_MISSING", Message: "a statement gives neither sql nor sql_id"}
+	return "", &proto.Error{Code: "SQL_MISSING", Message: "a statement gives neither sql nor sql_id"}
 }
 
 // runSteps runs a batch on the stream: on its session when it holds one;
@@ -159,7 +160,7 @@ func (x *execution) resolveSQL(sql *string, id *int32) (string, *Error) {
 // batch that changes the connection itself (a connection-state pragma, a
 // TEMP object) is refused on the shared connections of the groups before
 // anything of it is kept, and runs on a new session instead.
-func (x *execution) runSteps(steps []step) (outcome, *Error) {
+func (x *execution) runSteps(steps []step) (outcome, *proto.Error) {
 	if x.s.sess != nil {
 		return x.onSession(steps)
 	}
@@ -190,13 +191,13 @@ func (x *execution) runSteps(steps []step) (outcome, *Error) {
 
 // errTxLeftOpenErr marks a virtual transaction that the batch did not end; the
 // batch is then run again on a real session (nothing of it was committed).
-var errTxLeftOpenErr = &Error{Code: "TX_LEFT_OPEN"}
+var errTxLeftOpenErr = &proto.Error{Code: "TX_LEFT_OPEN"}
 
 // errOwnConnection marks a batch that needs a connection of its own; it is
 // run again on a session (nothing of it was kept).
-var errOwnConnection = &Error{Code: dberr.CodeNeedsOwnConnection}
+var errOwnConnection = &proto.Error{Code: dberr.CodeNeedsOwnConnection}
 
-func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
+func (x *execution) onPool(steps []step, virtual bool) (outcome, *proto.Error) {
 	var plain []string
 	for _, st := range steps {
 		if st.compile == nil && !st.class.IsTxControl() {
@@ -243,12 +244,12 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	return out, nil
 }
 
-func (x *execution) openSession() *Error {
+func (x *execution) openSession() *proto.Error {
 	h, owner := x.h, x.s.owner
 	h.mu.Lock()
 	if owner != "" && h.sessions[owner] >= h.cfg.MaxSessionsPerToken {
 		h.mu.Unlock()
-		return &Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
+		return &proto.Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
 			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", h.cfg.MaxSessionsPerToken)}
 	}
 	h.sessions[owner]++
@@ -260,7 +261,7 @@ func (x *execution) openSession() *Error {
 		h.releaseSessionSlot(owner)
 		x.noteNeedsWriter(err)
 		if ctx.Err() != nil && x.ctx.Err() == nil {
-			return &Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
+			return &proto.Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
 				"database %q: no transaction could start within %s because another transaction holds the writer; retry", x.s.db.Name(), x.h.cfg.TxTimeout)}
 		}
 		return toError(err, x.s.db.Name())
@@ -299,11 +300,11 @@ func (h *Handler) releaseSessionSlot(owner string) {
 // what it set holds for its later requests as on a connection of its own,
 // until the stream closes. Commits are durable before they are answered
 // (Session.Exec); Close adds the final bookmark.
-func (x *execution) onSession(steps []step) (outcome, *Error) {
+func (x *execution) onSession(steps []step) (outcome, *proto.Error) {
 	s := x.s
 	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.h.cfg.TxTimeout)) {
 		x.endSession()
-		s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
+		s.dead = &proto.Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.h.cfg.TxTimeout)}
 		return outcome{}, s.dead
 	}

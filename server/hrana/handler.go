@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/httperr"
 )
 
@@ -193,7 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch path {
 	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
+			writeHTTPError(w, http.StatusMethodNotAllowed, &proto.Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -204,17 +205,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = answersAlways(h.serveCursorProtobuf)
 	default:
 		if post = h.readablePost(path); post == nil {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: dberr.CodeNotFound, Message: "no Hrana endpoint at " + r.URL.Path})
+			writeHTTPError(w, http.StatusNotFound, &proto.Error{Code: dberr.CodeNotFound, Message: "no Hrana endpoint at " + r.URL.Path})
 			return
 		}
 	}
 	if r.Method != http.MethodPost {
-		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
+		writeHTTPError(w, http.StatusMethodNotAllowed, &proto.Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
 		return
 	}
 	db := databaseFrom(r.Context())
 	if db == nil {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "NO_DATABASE",
+		writeHTTPError(w, http.StatusInternalServerError, &proto.Error{Code: "NO_DATABASE",
 			Message: "the router passed no database to the Hrana handler (server bug)"})
 		return
 	}
@@ -303,7 +304,7 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 		return
 	}
 	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
-	e := &Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
+	e := &proto.Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
 		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
 	if !*released {
 		s.dead = e
@@ -313,27 +314,27 @@ func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
 }
 
 // readBody reads a request body of at most the configured body limit.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *proto.Error) {
 	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
+			return nil, &proto.Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
 		}
-		return nil, &Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
+		return nil, &proto.Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
 	}
 	return data, nil
 }
 
 // decodeBody reads a JSON request body of at most the configured body limit.
-func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *proto.Error {
 	data, e := h.readBody(w, r)
 	if e != nil {
 		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
-		return &Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
+		return &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 	}
 	return nil
 }
@@ -346,7 +347,7 @@ type httpError struct {
 	Err     string `json:"error"`
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
+func writeHTTPError(w http.ResponseWriter, status int, e *proto.Error) {
 	writeJSON(w, status, httpError{Message: e.Message, Code: e.Code, Err: e.Message}, 0)
 }
 
@@ -372,7 +373,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 // dberr code gets httperr's status; anything else is a 500.
 func WriteError(w http.ResponseWriter, err error) {
 	if dberr.As(err) == nil {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError, Message: err.Error()})
+		writeHTTPError(w, http.StatusInternalServerError, &proto.Error{Code: dberr.CodeInternalError, Message: err.Error()})
 		return
 	}
 	status := httperr.Status(err)
@@ -381,5 +382,5 @@ func WriteError(w http.ResponseWriter, err error) {
 	if errors.As(err, &nd) {
 		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(nd.Bookmark))
 	}
-	writeHTTPError(w, status, &Error{Code: httperr.Code(err), Message: httperr.Message(err)})
+	writeHTTPError(w, status, &proto.Error{Code: httperr.Code(err), Message: httperr.Message(err)})
 }

@@ -3,9 +3,11 @@ package hrana
 import (
 	"context"
 	"encoding/json"
-	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 	"strings"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -22,14 +24,14 @@ const (
 
 // requestContext returns r's context carrying the request's key, if it has
 // one; request is what a retry must repeat (the statements, not the baton).
-func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idempotency, *Error) {
+func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idempotency, *proto.Error) {
 	key, ok := r.Header[idempotencyKeyHeader]
 	if !ok {
 		return r.Context(), nil, nil
 	}
 	raw, err := json.Marshal(request)
 	if err != nil {
-		return nil, nil, &Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
+		return nil, nil, &proto.Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
 	}
 	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {
@@ -47,8 +49,8 @@ func markReplayed(w http.ResponseWriter, k *dbhost.Idempotency) {
 
 // storedOutcome is the answer of one keyed write group.
 type storedOutcome struct {
-	Results []*stmtResultJSON `json:"results"`
-	Errs    []*Error          `json:"errs"`
+	Results []*proto.StmtResult `json:"results"`
+	Errs    []*proto.Error      `json:"errs"`
 }
 
 // keyOutcome makes the next write of ctx's key store and replay *out.

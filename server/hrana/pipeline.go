@@ -9,11 +9,12 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
-	var body pipelineReqBody
+	var body proto.PipelineRequest
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
@@ -27,8 +28,8 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // writePipeline, which writes rows encoded as SQLite stepped them. On a
 // read replica that refused a write or a session it stops, answers nothing
 // and returns the *dbhost.NeedsWriterError (see ServeRead).
-func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *pipelineReqBody,
-	streamRows bool, answer func(http.ResponseWriter, *pipelineRespBody, dbhost.Bookmark)) error {
+func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
+	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
 	for i := range body.Requests {
 		if e := validateRequest(&body.Requests[i]); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
@@ -55,7 +56,7 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	x, cancel := h.newExecution(ctx, s)
 	defer cancel()
 	x.streamRows = streamRows
-	resp := pipelineRespBody{Results: make([]streamResult, 0, len(body.Requests))}
+	resp := proto.PipelineResponse{Results: make([]proto.StreamResult, 0, len(body.Requests))}
 	for i := range body.Requests {
 		resp.Results = append(resp.Results, x.handle(&body.Requests[i]))
 		if x.needsWriter != nil {
@@ -74,15 +75,15 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	return nil
 }
 
-func okResult(resp any) streamResult  { return streamResult{Type: "ok", Response: resp} }
-func errResult(e *Error) streamResult { return streamResult{Type: "error", Error: e} }
+func okResult(resp any) proto.StreamResult        { return proto.StreamResult{Type: "ok", Response: resp} }
+func errResult(e *proto.Error) proto.StreamResult { return proto.StreamResult{Type: "error", Error: e} }
 
 // handle runs one stream request. Errors of the request itself are results;
 // the pipeline goes on with the next request.
-func (x *execution) handle(req *streamRequest) streamResult {
+func (x *execution) handle(req *proto.StreamRequest) proto.StreamResult {
 	s := x.s
 	if s.closed {
-		return errResult(&Error{Code: dberr.CodeStreamClosed, Message: "the stream was closed by an earlier request"})
+		return errResult(&proto.Error{Code: dberr.CodeStreamClosed, Message: "the stream was closed by an earlier request"})
 	}
 	if s.dead != nil {
 		return errResult(s.dead)
@@ -99,7 +100,7 @@ func (x *execution) handle(req *streamRequest) streamResult {
 		if out.errs[0] != nil {
 			return errResult(out.errs[0])
 		}
-		return okResult(executeResponse{Result: out.results[0]})
+		return okResult(proto.ExecuteResponse{Result: out.results[0]})
 	case "batch":
 		res, e := x.batch(req.Batch)
 		if e != nil {
@@ -119,10 +120,10 @@ func (x *execution) handle(req *streamRequest) streamResult {
 		return okResult(map[string]any{"type": "describe", "result": res})
 	case "store_sql":
 		if _, used := s.sqls[*req.SQLID]; used {
-			return errResult(&Error{Code: "SQL_ID_IN_USE", Message: fmt.Sprintf("SQL text id %d is already in use on this stream; close_sql it first", *req.SQLID)})
+			return errResult(&proto.Error{Code: "SQL_ID_IN_USE", Message: fmt.Sprintf("SQL text id %d is already in use on this stream; close_sql it first", *req.SQLID)})
 		}
 		if len(s.sqls) >= maxStoredSQL {
-			return errResult(&Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			return errResult(&proto.Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a stream may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 		}
 		if s.sqls == nil {
 			s.sqls = map[int32]string{}
@@ -139,10 +140,10 @@ func (x *execution) handle(req *streamRequest) streamResult {
 	case "get_autocommit":
 		return okResult(map[string]any{"type": "get_autocommit", "is_autocommit": x.autocommit()})
 	}
-	return errResult(&Error{Code: dberr.CodeProtocolError, Message: "unknown request type " + req.Type})
+	return errResult(&proto.Error{Code: dberr.CodeProtocolError, Message: "unknown request type " + req.Type})
 }
 
-func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
+func (x *execution) batch(b *proto.Batch) (*proto.BatchResult, *proto.Error) {
 	steps := make([]step, len(b.Steps))
 	for i := range b.Steps {
 		steps[i] = x.compileStmt(&b.Steps[i].Stmt, b.Steps[i].Condition, true)
@@ -151,7 +152,7 @@ func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	res := &batchResultJSON{StepResults: out.results, StepErrors: out.errs}
+	res := &proto.BatchResult{StepResults: out.results, StepErrors: out.errs}
 	for _, r := range out.results {
 		if r != nil && r.ReplicationIndex != nil {
 			res.ReplicationIndex = r.ReplicationIndex
@@ -161,7 +162,7 @@ func (x *execution) batch(b *batchJSON) (*batchResultJSON, *Error) {
 }
 
 // sequence runs a semicolon-separated script, stopping at the first error.
-func (x *execution) sequence(sql *string, id *int32) *Error {
+func (x *execution) sequence(sql *string, id *int32) *proto.Error {
 	text, e := x.resolveSQL(sql, id)
 	if e != nil {
 		return e
@@ -169,11 +170,11 @@ func (x *execution) sequence(sql *string, id *int32) *Error {
 	stmts := sqltext.Split(text)
 	steps := make([]step, len(stmts))
 	for i, q := range stmts {
-		var cond *batchCond
+		var cond *proto.BatchCond
 		if i > 0 {
-			cond = &batchCond{Type: "ok", Step: ptr(uint32(i - 1))}
+			cond = &proto.BatchCond{Type: "ok", Step: ptr(uint32(i - 1))}
 		}
-		steps[i] = x.compileStmt(&stmtJSON{SQL: &q}, cond, false)
+		steps[i] = x.compileStmt(&proto.Stmt{SQL: &q}, cond, false)
 	}
 	out, e := x.runSteps(steps)
 	if e != nil {
@@ -187,7 +188,7 @@ func (x *execution) sequence(sql *string, id *int32) *Error {
 	return nil
 }
 
-func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Error) {
+func (x *execution) describe(sql *string, id *int32) (*proto.DescribeResult, *proto.Error) {
 	text, e := x.resolveSQL(sql, id)
 	if e != nil {
 		return nil, e
@@ -215,22 +216,22 @@ func (x *execution) describe(sql *string, id *int32) (*describeResultJSON, *Erro
 		x.noteNeedsWriter(err)
 		return nil, toError(err, x.s.db.Name())
 	}
-	res := &describeResultJSON{Params: make([]describeParam, len(d.Params)), Cols: make([]describeCol, len(d.Columns)),
+	res := &proto.DescribeResult{Params: make([]proto.DescribeParam, len(d.Params)), Cols: make([]proto.DescribeCol, len(d.Columns)),
 		IsExplain: d.Explain, IsReadonly: d.ReadOnly}
 	for i, p := range d.Params {
-		res.Params[i] = describeParam{Name: stringOrNil(p)}
+		res.Params[i] = proto.DescribeParam{Name: stringOrNil(p)}
 	}
 	for i, c := range d.Columns {
-		res.Cols[i] = describeCol{Name: c.Name, DeclType: stringOrNil(c.DeclType)}
+		res.Cols[i] = proto.DescribeCol{Name: c.Name, DeclType: stringOrNil(c.DeclType)}
 	}
 	return res, nil
 }
 
 // validateRequest rejects malformed requests before anything runs: a
 // pipeline either is well-formed or does nothing.
-func validateRequest(req *streamRequest) *Error {
-	bad := func(format string, args ...any) *Error {
-		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
+func validateRequest(req *proto.StreamRequest) *proto.Error {
+	bad := func(format string, args ...any) *proto.Error {
+		return &proto.Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch req.Type {
 	case "execute":
@@ -263,7 +264,7 @@ func validateRequest(req *streamRequest) *Error {
 	return nil
 }
 
-func validateBatch(b *batchJSON) *Error {
+func validateBatch(b *proto.Batch) *proto.Error {
 	for i := range b.Steps {
 		if c := b.Steps[i].Condition; c != nil {
 			if e := validateCond(c, i); e != nil {
@@ -276,9 +277,9 @@ func validateBatch(b *batchJSON) *Error {
 }
 
 // validateCond checks a condition of step i: it may refer to earlier steps only.
-func validateCond(c *batchCond, i int) *Error {
-	bad := func(format string, args ...any) *Error {
-		return &Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
+func validateCond(c *proto.BatchCond, i int) *proto.Error {
+	bad := func(format string, args ...any) *proto.Error {
+		return &proto.Error{Code: dberr.CodeProtocolError, Message: fmt.Sprintf(format, args...)}
 	}
 	switch c.Type {
 	case "ok", "error":

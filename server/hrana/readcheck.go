@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
 // Reads on a read replica. A server that does not write a database asks,
@@ -34,10 +35,10 @@ type Read struct {
 // decode, or a request the handler refuses before running anything, may be
 // answered anywhere: it is reported as a replica read with no statements.
 func InspectRead(path string, body []byte) Read {
-	var requests []streamRequest
+	var requests []proto.StreamRequest
 	switch stripDatabasePrefix(path) {
 	case "/v2/pipeline", "/v3/pipeline":
-		var p pipelineReqBody
+		var p proto.PipelineRequest
 		if json.Unmarshal(body, &p) != nil {
 			return Read{Replica: true}
 		}
@@ -46,7 +47,7 @@ func InspectRead(path string, body []byte) Read {
 		}
 		requests = p.Requests
 	case "/v3-protobuf/pipeline":
-		p, err := pbDecodePipelineReq(body)
+		p, err := proto.DecodePipelineRequest(body)
 		if err != nil {
 			return Read{Replica: true}
 		}
@@ -59,13 +60,13 @@ func InspectRead(path string, body []byte) Read {
 		if json.Unmarshal(body, &v1) != nil || v1.Stmt == nil {
 			return Read{Replica: true}
 		}
-		requests = []streamRequest{{Type: "execute", Stmt: v1.Stmt}, {Type: "close"}}
+		requests = []proto.StreamRequest{{Type: "execute", Stmt: v1.Stmt}, {Type: "close"}}
 	case "/v1/batch":
 		var v1 v1BatchReq
 		if json.Unmarshal(body, &v1) != nil || v1.Batch == nil {
 			return Read{Replica: true}
 		}
-		requests = []streamRequest{{Type: "batch", Batch: v1.Batch}, {Type: "close"}}
+		requests = []proto.StreamRequest{{Type: "batch", Batch: v1.Batch}, {Type: "close"}}
 	default:
 		return Read{}
 	}
@@ -84,7 +85,7 @@ func InspectRead(path string, body []byte) Read {
 // pipelineStatements lists what a new stream would run for requests, and
 // reports false unless the stream closes and no batch needs a session (a
 // transaction left open, a savepoint, BEGIN READONLY), as runSteps decides.
-func pipelineStatements(requests []streamRequest) ([]string, bool) {
+func pipelineStatements(requests []proto.StreamRequest) ([]string, bool) {
 	stored := map[int32]string{}
 	resolve := func(sql *string, id *int32) (string, bool) {
 		switch {
@@ -98,7 +99,7 @@ func pipelineStatements(requests []streamRequest) ([]string, bool) {
 		}
 		return "", false
 	}
-	single := func(st *stmtJSON) (string, bool) {
+	single := func(st *proto.Stmt) (string, bool) {
 		sql, ok := resolve(st.SQL, st.SQLID)
 		if !ok {
 			return "", false

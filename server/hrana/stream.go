@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
 // stream is one Hrana stream: a logical connection that lives across HTTP
@@ -29,14 +30,14 @@ type stream struct {
 	txStart    time.Time      // when the session's transaction began; zero in autocommit
 	readOnlyTx bool           // opened with BEGIN ... READONLY
 
-	closed bool   // a close request ended it
-	dead   *Error // the server ended it (timeout); told to the next request
+	closed bool         // a close request ended it
+	dead   *proto.Error // the server ended it (timeout); told to the next request
 }
 
-func (h *Handler) newStream(db dbhost.Database, owner string) (*stream, *Error) {
+func (h *Handler) newStream(db dbhost.Database, owner string) (*stream, *proto.Error) {
 	s := &stream{db: db, owner: owner, busy: true}
 	if _, err := rand.Read(s.id[:]); err != nil {
-		return nil, &Error{Code: dberr.CodeInternalError, Message: "no randomness for a stream id: " + err.Error()}
+		return nil, &proto.Error{Code: dberr.CodeInternalError, Message: "no randomness for a stream id: " + err.Error()}
 	}
 	return s, nil
 }
@@ -47,7 +48,7 @@ func (h *Handler) newStream(db dbhost.Database, owner string) (*stream, *Error) 
 // its owner's and its database's stream quotas first: a request that could
 // not keep its stream fails here, before anything runs, instead of losing
 // its transaction when it is answered.
-func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneShot bool) (*stream, int, *Error) {
+func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneShot bool) (*stream, int, *proto.Error) {
 	if baton == nil || *baton == "" {
 		s, e := h.newStream(db, owner)
 		if e != nil {
@@ -70,17 +71,17 @@ func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneSh
 		if pid, pseq, _, parsed := parseBaton(*baton); parsed {
 			if other := h.streams[pid]; other != nil && other.owner != owner && other.db.Name() == db.Name() {
 				if _, _, genuine := h.signer.decode(*baton, db.Name(), other.owner); genuine && pseq <= other.seq {
-					return nil, http.StatusForbidden, &Error{Code: "BATON_FORBIDDEN", Message: fmt.Sprintf(
+					return nil, http.StatusForbidden, &proto.Error{Code: "BATON_FORBIDDEN", Message: fmt.Sprintf(
 						"the baton belongs to a stream on database %q that another token opened; a stream can only be continued with the credentials that opened it: start a new stream with a null baton", db.Name())}
 				}
 			}
 		}
-		return nil, http.StatusBadRequest, &Error{Code: "BATON_INVALID", Message: fmt.Sprintf(
+		return nil, http.StatusBadRequest, &proto.Error{Code: "BATON_INVALID", Message: fmt.Sprintf(
 			"the baton is not valid for database %q (forged, corrupted or issued for another database); start a new stream with a null baton", db.Name())}
 	}
 	s := h.streams[id]
 	if s == nil || s.db.Name() != db.Name() || s.owner != owner {
-		return nil, http.StatusBadRequest, &Error{Code: "STREAM_EXPIRED", Message: fmt.Sprintf(
+		return nil, http.StatusBadRequest, &proto.Error{Code: "STREAM_EXPIRED", Message: fmt.Sprintf(
 			"the stream on database %q is closed or expired (idle for more than %s); its transaction, if any, was rolled back: start a new stream", db.Name(), h.cfg.IdleTimeout)}
 	}
 	if s.dead != nil {
@@ -88,7 +89,7 @@ func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneSh
 		return nil, http.StatusBadRequest, s.dead
 	}
 	if s.busy || seq != s.seq {
-		return nil, http.StatusBadRequest, &Error{Code: "BATON_REUSED", Message: fmt.Sprintf(
+		return nil, http.StatusBadRequest, &proto.Error{Code: "BATON_REUSED", Message: fmt.Sprintf(
 			"the baton for a stream on database %q was already used; a baton is good for one request: send the baton of the latest response", db.Name())}
 	}
 	s.busy = true
@@ -97,21 +98,21 @@ func (h *Handler) acquire(baton *string, db dbhost.Database, owner string, oneSh
 
 // reserve takes s's slots in the quotas, or says which quota is full.
 // Called with h.mu held.
-func (h *Handler) reserve(s *stream) *Error {
+func (h *Handler) reserve(s *stream) *proto.Error {
 	if h.closed {
-		return &Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"}
+		return &proto.Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"}
 	}
 	name := s.db.Name()
 	switch {
 	case s.owner != "" && h.perOwner[s.owner] >= h.cfg.MaxStreamsPerToken:
-		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
+		return &proto.Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"this token already has %d open streams (the limit per token); close streams it no longer uses (or let them idle out after %s), then retry",
 			h.cfg.MaxStreamsPerToken, h.cfg.IdleTimeout)}
 	case h.perDB[name] >= h.cfg.MaxStreamsPerDatabase:
-		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
+		return &proto.Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"database %q already has %d open streams (the limit per database); retry later", name, h.cfg.MaxStreamsPerDatabase)}
 	case h.total >= h.cfg.MaxStreams:
-		return &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
+		return &proto.Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf(
 			"the server already has %d open streams (its limit); retry later", h.cfg.MaxStreams)}
 	}
 	h.perOwner[s.owner]++
@@ -213,7 +214,7 @@ func (h *Handler) reapOnce(now time.Time) {
 		case s.sess != nil && !s.txStart.IsZero() && now.Sub(s.txStart) > h.cfg.TxTimeout:
 			victims = append(victims, victim{s.sess, s.db.Name(), "transaction timeout"})
 			s.sess = nil
-			s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
+			s.dead = &proto.Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 				"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 				s.db.Name(), h.cfg.TxTimeout)}
 		case now.Sub(s.lastUsed) > h.cfg.IdleTimeout:

@@ -2,9 +2,11 @@ package hrana
 
 import (
 	"context"
-	"github.com/sluicedb/sluice/server/httperr"
 	"net/http"
 	"strconv"
+
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/httperr"
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -14,11 +16,11 @@ import (
 // each request runs on a fresh stream that is closed afterwards.
 
 type v1ExecuteReq struct {
-	Stmt *stmtJSON `json:"stmt"`
+	Stmt *proto.Stmt `json:"stmt"`
 }
 
 type v1BatchReq struct {
-	Batch *batchJSON `json:"batch"`
+	Batch *proto.Batch `json:"batch"`
 }
 
 func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
@@ -28,7 +30,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return nil
 	}
 	if body.Stmt == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
 		return nil
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
@@ -63,7 +65,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return nil
 	}
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
 		return nil
 	}
 	if e := validateBatch(body.Batch); e != nil {
@@ -95,7 +97,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
 // request is what the request's Idempotency-Key covers.
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *dbhost.Idempotency, context.CancelFunc, *Error) {
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *dbhost.Idempotency, context.CancelFunc, *proto.Error) {
 	ctx, idem, e := requestContext(r, request)
 	if e != nil {
 		return nil, nil, func() {}, e

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
 // Hrana over WebSocket (versions 1 to 3, JSON and protobuf). One connection
@@ -35,7 +36,7 @@ type WSGrant struct {
 
 // WSAuthorizer checks the credential of a hello (jwt is "" when the hello
 // carries none) and says what it grants.
-type WSAuthorizer func(ctx context.Context, jwt string) (*WSGrant, *Error)
+type WSAuthorizer func(ctx context.Context, jwt string) (*WSGrant, *proto.Error)
 
 // wsSubprotocols in the server's order of preference.
 var wsSubprotocols = []string{"hrana3-protobuf", "hrana3", "hrana2", "hrana1"}
@@ -70,7 +71,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 // (authorize checks them); the database is the one the router chose.
 func (h *Handler) ServeWebSocket(w http.ResponseWriter, r *http.Request, authorize WSAuthorizer) {
 	if !h.wsEnter() {
-		writeHTTPError(w, http.StatusServiceUnavailable, &Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"})
+		writeHTTPError(w, http.StatusServiceUnavailable, &proto.Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"})
 		return
 	}
 	defer h.wsLeave()
@@ -145,17 +146,17 @@ type wsStream struct {
 	id   int32
 	jobs chan func()
 
-	mu      sync.Mutex // held while a request runs; the janitor skips a busy stream
-	s       *stream    // nil until open_stream succeeded
-	openErr *Error     // why open_stream failed
+	mu      sync.Mutex   // held while a request runs; the janitor skips a busy stream
+	s       *stream      // nil until open_stream succeeded
+	openErr *proto.Error // why open_stream failed
 	cursor  *wsCursor
 }
 
 // wsCursor is a cursor's entries, computed when it opened.
 type wsCursor struct {
 	id      int32
-	entries []cursorEntry
-	err     *Error
+	entries []proto.CursorEntry
+	err     *proto.Error
 }
 
 // wsProtocolError ends the connection: the client broke the protocol.
@@ -233,14 +234,14 @@ func (c *wsConn) touch(delta int) {
 
 func (c *wsConn) handleMessage(typ websocket.MessageType, data []byte) error {
 	var (
-		msg *wsClientMsg
+		msg *proto.ClientMsg
 		err error
 	)
 	switch {
 	case c.protobuf && typ == websocket.MessageBinary:
-		msg, err = decodeClientMsgProtobuf(data)
+		msg, err = proto.DecodeClientMsgProtobuf(data)
 	case !c.protobuf && typ == websocket.MessageText:
-		msg, err = decodeClientMsgJSON(data)
+		msg, err = proto.DecodeClientMsgJSON(data)
 	case c.protobuf:
 		return protocolErrorf("hrana3-protobuf takes binary messages only")
 	default:
@@ -264,7 +265,7 @@ func (c *wsConn) handleMessage(typ websocket.MessageType, data []byte) error {
 	return protocolErrorf("unknown message type %q (want hello or request)", msg.Type)
 }
 
-func (c *wsConn) hello(msg *wsClientMsg) error {
+func (c *wsConn) hello(msg *proto.ClientMsg) error {
 	if c.grant != nil && c.version < 2 {
 		return protocolErrorf("hrana1 allows one hello per connection")
 	}
@@ -274,10 +275,10 @@ func (c *wsConn) hello(msg *wsClientMsg) error {
 	}
 	grant, e := c.authorize(c.ctx, jwt)
 	if e == nil && c.grant != nil && grant.Owner != c.grant.Owner {
-		e = &Error{Code: dberr.CodeUnauthorized, Message: "a new hello must authenticate the identity the connection started with; open another connection for other credentials"}
+		e = &proto.Error{Code: dberr.CodeUnauthorized, Message: "a new hello must authenticate the identity the connection started with; open another connection for other credentials"}
 	}
 	if e != nil {
-		c.send(&wsServerMsg{Type: "hello_error", Error: e})
+		c.send(&proto.ServerMsg{Type: "hello_error", Error: e})
 		return errors.New("authentication failed")
 	}
 	if c.grant == nil {
@@ -286,14 +287,14 @@ func (c *wsConn) hello(msg *wsClientMsg) error {
 	c.mu.Lock()
 	c.helloDone, c.expires = true, grant.Expires
 	c.mu.Unlock()
-	c.send(&wsServerMsg{Type: "hello_ok"})
+	c.send(&proto.ServerMsg{Type: "hello_ok"})
 	return nil
 }
 
 // request dispatches one request. Answers go out when the request is done,
 // in whatever order; requests on one stream run in order.
-func (c *wsConn) request(id int32, req *wsRequest) error {
-	minVersion, known := wsMinVersion[req.Type]
+func (c *wsConn) request(id int32, req *proto.WSRequest) error {
+	minVersion, known := proto.WSMinVersion[req.Type]
 	if !known {
 		return protocolErrorf("unknown request type %q", req.Type)
 	}
@@ -310,27 +311,27 @@ func (c *wsConn) request(id int32, req *wsRequest) error {
 	}
 	c.touch(1)
 	answered := false
-	reply := func(resp any, e *Error) {
+	reply := func(resp any, e *proto.Error) {
 		if answered {
 			return
 		}
 		answered = true
 		if e != nil {
-			c.send(&wsServerMsg{Type: "response_error", RequestID: &id, Error: e})
+			c.send(&proto.ServerMsg{Type: "response_error", RequestID: &id, Error: e})
 		} else {
-			c.send(&wsServerMsg{Type: "response_ok", RequestID: &id, Response: resp})
+			c.send(&proto.ServerMsg{Type: "response_ok", RequestID: &id, Response: resp})
 		}
 		c.touch(-1)
 		<-c.inflight
 	}
 	err := c.dispatch(req, reply)
 	if err != nil {
-		reply(nil, &Error{Code: dberr.CodeProtocolError, Message: err.Error()})
+		reply(nil, &proto.Error{Code: dberr.CodeProtocolError, Message: err.Error()})
 	}
 	return err
 }
 
-func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
+func (c *wsConn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	simple := map[string]string{"type": req.Type}
 	switch req.Type {
 	case "open_stream":
@@ -345,7 +346,7 @@ func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
 			return protocolErrorf("SQL text id %d is already in use; close_sql it first", *req.SQLID)
 		}
 		if len(c.sqls) >= maxStoredSQL {
-			reply(nil, &Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
+			reply(nil, &proto.Error{Code: dberr.CodeSQLStoreFull, Message: fmt.Sprintf("a connection may store at most %d SQL texts; close_sql some first", maxStoredSQL)})
 			return nil
 		}
 		sqls := maps.Clone(c.sqls)
@@ -374,7 +375,7 @@ func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
 	if err != nil {
 		return err
 	}
-	if e := validateRequest(&req.streamRequest); e != nil {
+	if e := validateRequest(&req.StreamRequest); e != nil {
 		return protocolErrorf("%s", e.Message)
 	}
 	sqls := c.sqls
@@ -386,7 +387,7 @@ func (c *wsConn) dispatch(req *wsRequest, reply func(any, *Error)) error {
 		}
 		s.sqls = sqls
 		x, cancel := c.h.newExecution(c.ctx, s)
-		res := x.handle(&req.streamRequest)
+		res := x.handle(&req.StreamRequest)
 		cancel()
 		if res.Type == "error" {
 			reply(nil, res.Error)
@@ -412,7 +413,7 @@ func (c *wsConn) stream(id *int32) (*wsStream, error) {
 
 // ready returns the stream's state for a request, or why it cannot run.
 // Called by the stream's worker.
-func (st *wsStream) ready() (*stream, *Error) {
+func (st *wsStream) ready() (*stream, *proto.Error) {
 	if st.s == nil {
 		e := *st.openErr
 		e.Message = fmt.Sprintf("stream %d failed to open: %s", st.id, e.Message)
@@ -433,7 +434,7 @@ func (c *wsConn) enqueue(st *wsStream, job func()) {
 	}
 }
 
-func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
+func (c *wsConn) openStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	if req.StreamID == nil {
 		return protocolErrorf("open_stream needs a stream_id")
 	}
@@ -448,7 +449,7 @@ func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
 	st := &wsStream{id: id}
 	c.streams[id] = st
 	if len(c.live) >= limit {
-		st.openErr = &Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
+		st.openErr = &proto.Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
 		reply(nil, st.openErr)
 		return nil
 	}
@@ -494,7 +495,7 @@ func (c *wsConn) openStream(req *wsRequest, reply func(any, *Error)) error {
 	return nil
 }
 
-func (c *wsConn) closeStream(req *wsRequest, reply func(any, *Error)) error {
+func (c *wsConn) closeStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	st, err := c.stream(req.StreamID)
 	if err != nil {
 		return err
@@ -530,7 +531,7 @@ func (c *wsConn) endStream(st *wsStream) {
 		return
 	}
 	st.s = nil
-	st.openErr = &Error{Code: dberr.CodeStreamClosed, Message: "the stream is closed"}
+	st.openErr = &proto.Error{Code: dberr.CodeStreamClosed, Message: "the stream is closed"}
 	if s.sess != nil {
 		c.h.closeSession(s.sess, "stream closed")
 		s.sess = nil
@@ -540,7 +541,7 @@ func (c *wsConn) endStream(st *wsStream) {
 	c.h.mu.Unlock()
 }
 
-func (c *wsConn) openCursor(req *wsRequest, reply func(any, *Error)) error {
+func (c *wsConn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	st, err := c.stream(req.StreamID)
 	if err != nil {
 		return err
@@ -577,8 +578,8 @@ func (c *wsConn) openCursor(req *wsRequest, reply func(any, *Error)) error {
 		s.sqls = sqls
 		x, cancel := c.h.newExecution(c.ctx, s)
 		var (
-			res    *batchResultJSON
-			failed *Error
+			res    *proto.BatchResult
+			failed *proto.Error
 		)
 		if s.dead != nil {
 			failed = s.dead
@@ -586,13 +587,13 @@ func (c *wsConn) openCursor(req *wsRequest, reply func(any, *Error)) error {
 			res, failed = x.batch(req.Batch)
 		}
 		cancel()
-		st.cursor = &wsCursor{id: cid, entries: cursorEntries(res, failed)}
+		st.cursor = &wsCursor{id: cid, entries: proto.CursorEntries(res, failed)}
 		reply(map[string]string{"type": "open_cursor"}, nil)
 	})
 	return nil
 }
 
-func (c *wsConn) cursorRequest(req *wsRequest, reply func(any, *Error)) error {
+func (c *wsConn) cursorRequest(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	if req.CursorID == nil {
 		return protocolErrorf("%s needs a cursor_id", req.Type)
 	}
@@ -624,7 +625,7 @@ func (c *wsConn) cursorRequest(req *wsRequest, reply func(any, *Error)) error {
 			if req.Type == "close_cursor" {
 				reply(map[string]string{"type": "close_cursor"}, nil)
 			} else {
-				reply(nil, &Error{Code: "CURSOR_CLOSED", Message: fmt.Sprintf("cursor %d is closed", cid)})
+				reply(nil, &proto.Error{Code: "CURSOR_CLOSED", Message: fmt.Sprintf("cursor %d is closed", cid)})
 			}
 			return
 		}
@@ -638,11 +639,11 @@ func (c *wsConn) cursorRequest(req *wsRequest, reply func(any, *Error)) error {
 			return
 		}
 		n := min(maxCount, len(cur.entries))
-		resp := fetchCursorResp{Type: "fetch_cursor", Entries: cur.entries[:n:n]}
+		resp := proto.FetchCursorResp{Type: "fetch_cursor", Entries: cur.entries[:n:n]}
 		cur.entries = cur.entries[n:]
 		resp.Done = len(cur.entries) == 0
 		if resp.Entries == nil {
-			resp.Entries = []cursorEntry{}
+			resp.Entries = []proto.CursorEntry{}
 		}
 		reply(resp, nil)
 	})
@@ -650,12 +651,12 @@ func (c *wsConn) cursorRequest(req *wsRequest, reply func(any, *Error)) error {
 }
 
 // send writes one message; a failed write ends the connection.
-func (c *wsConn) send(msg *wsServerMsg) {
-	data, err := encodeServerMsg(msg, c.protobuf)
+func (c *wsConn) send(msg *proto.ServerMsg) {
+	data, err := proto.EncodeServerMsg(msg, c.protobuf)
 	if err != nil {
 		c.h.log.Error("hrana: encoding a WebSocket message failed", "err", err)
-		data, _ = encodeServerMsg(&wsServerMsg{Type: "response_error", RequestID: msg.RequestID,
-			Error: &Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
+		data, _ = proto.EncodeServerMsg(&proto.ServerMsg{Type: "response_error", RequestID: msg.RequestID,
+			Error: &proto.Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
 	}
 	typ := websocket.MessageText
 	if c.protobuf {
@@ -718,7 +719,7 @@ func (c *wsConn) expireTx(st *wsStream, now time.Time) {
 	}
 	sess := s.sess
 	s.sess, s.readOnlyTx = nil, false
-	s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
+	s.dead = &proto.Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
 		"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 		s.db.Name(), c.h.cfg.TxTimeout)}
 	c.h.log.Info("hrana: rolled back an abandoned transaction", "db", s.db.Name(), "reason", "transaction timeout")

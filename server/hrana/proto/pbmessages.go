@@ -1,4 +1,4 @@
-package hrana
+package proto
 
 import (
 	"errors"
@@ -14,8 +14,8 @@ import (
 // "Shared structures" and "Hrana over HTTP"), decoded into and encoded from
 // the JSON structs.
 
-func pbDecodePipelineReq(b []byte) (*pipelineReqBody, error) {
-	body := &pipelineReqBody{}
+func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
+	body := &PipelineRequest{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -27,7 +27,7 @@ func pbDecodePipelineReq(b []byte) (*pipelineReqBody, error) {
 			if err != nil {
 				return err
 			}
-			req, err := pbDecodeStreamRequest(m)
+			req, err := DecodeStreamRequest(m)
 			if err != nil {
 				return fmt.Errorf("request %d: %w", len(body.Requests), err)
 			}
@@ -38,8 +38,8 @@ func pbDecodePipelineReq(b []byte) (*pipelineReqBody, error) {
 	return body, err
 }
 
-func pbDecodeCursorReq(b []byte) (*cursorReqBody, error) {
-	body := &cursorReqBody{}
+func DecodeCursorRequest(b []byte) (*CursorRequest, error) {
+	body := &CursorRequest{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -51,7 +51,7 @@ func pbDecodeCursorReq(b []byte) (*cursorReqBody, error) {
 			if err != nil {
 				return err
 			}
-			body.Batch, err = pbDecodeBatch(m)
+			body.Batch, err = DecodeBatch(m)
 			return err
 		}
 		return nil
@@ -64,8 +64,8 @@ var streamRequestTypes = map[protowire.Number]string{
 	1: "close", 2: "execute", 3: "batch", 4: "sequence", 5: "describe", 6: "store_sql", 7: "close_sql", 8: "get_autocommit",
 }
 
-func pbDecodeStreamRequest(b []byte) (streamRequest, error) {
-	var req streamRequest
+func DecodeStreamRequest(b []byte) (StreamRequest, error) {
+	var req StreamRequest
 	err := pbEach(b, func(f pbField) error {
 		typ, ok := streamRequestTypes[f.num]
 		if !ok {
@@ -75,7 +75,7 @@ func pbDecodeStreamRequest(b []byte) (streamRequest, error) {
 		if err != nil {
 			return err
 		}
-		req = streamRequest{Type: typ} // a oneof: the last one wins
+		req = StreamRequest{Type: typ} // a oneof: the last one wins
 		return pbDecodeRequestFields(m, &req, 0)
 	})
 	return req, err
@@ -84,7 +84,7 @@ func pbDecodeStreamRequest(b []byte) (streamRequest, error) {
 // pbDecodeRequestFields decodes the body of one stream request (HTTP) or
 // WebSocket request into req. Field numbers start after first (the
 // WebSocket requests put stream_id first).
-func pbDecodeRequestFields(b []byte, req *streamRequest, first protowire.Number) error {
+func pbDecodeRequestFields(b []byte, req *StreamRequest, first protowire.Number) error {
 	return pbEach(b, func(f pbField) error {
 		var err error
 		switch req.Type {
@@ -92,14 +92,14 @@ func pbDecodeRequestFields(b []byte, req *streamRequest, first protowire.Number)
 			if f.num == first+1 {
 				var m []byte
 				if m, err = f.message(); err == nil {
-					req.Stmt, err = pbDecodeStmt(m)
+					req.Stmt, err = DecodeStmt(m)
 				}
 			}
 		case "batch":
 			if f.num == first+1 {
 				var m []byte
 				if m, err = f.message(); err == nil {
-					req.Batch, err = pbDecodeBatch(m)
+					req.Batch, err = DecodeBatch(m)
 				}
 			}
 		case "sequence", "describe":
@@ -135,8 +135,8 @@ func pbDecodeRequestFields(b []byte, req *streamRequest, first protowire.Number)
 	})
 }
 
-func pbDecodeStmt(b []byte) (*stmtJSON, error) {
-	st := &stmtJSON{}
+func DecodeStmt(b []byte) (*Stmt, error) {
+	st := &Stmt{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -152,7 +152,7 @@ func pbDecodeStmt(b []byte) (*stmtJSON, error) {
 			if err != nil {
 				return err
 			}
-			v, err := pbDecodeValue(m)
+			v, err := DecodeValue(m)
 			if err != nil {
 				return fmt.Errorf("argument %d: %w", len(st.Args)+1, err)
 			}
@@ -177,8 +177,8 @@ func pbDecodeStmt(b []byte) (*stmtJSON, error) {
 	return st, err
 }
 
-func pbDecodeNamedArg(b []byte) (namedArg, error) {
-	var a namedArg
+func pbDecodeNamedArg(b []byte) (NamedArg, error) {
+	var a NamedArg
 	hasValue := false
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
@@ -191,7 +191,7 @@ func pbDecodeNamedArg(b []byte) (namedArg, error) {
 			if err != nil {
 				return err
 			}
-			a.Value, err = pbDecodeValue(m)
+			a.Value, err = DecodeValue(m)
 			hasValue = true
 			return err
 		}
@@ -205,28 +205,28 @@ func pbDecodeNamedArg(b []byte) (namedArg, error) {
 
 var errValueWithoutType = errors.New("a value has no type (want null, integer, float, text or blob)")
 
-func pbDecodeValue(b []byte) (valueJSON, error) {
-	var v valueJSON
+func DecodeValue(b []byte) (Value, error) {
+	var v Value
 	set := false
 	err := pbEach(b, func(f pbField) error {
 		var err error
 		switch f.num {
 		case 1:
 			_, err = f.message()
-			v = valueJSON{Type: sqlconn.Null}
+			v = Value{Type: sqlconn.Null}
 		case 2:
 			err = f.want(protowire.VarintType)
-			v = valueJSON{Type: sqlconn.Integer, Int: protowire.DecodeZigZag(f.val)}
+			v = Value{Type: sqlconn.Integer, Int: protowire.DecodeZigZag(f.val)}
 		case 3:
 			err = f.want(protowire.Fixed64Type)
-			v = valueJSON{Type: sqlconn.Float, Float: math.Float64frombits(f.val)}
+			v = Value{Type: sqlconn.Float, Float: math.Float64frombits(f.val)}
 		case 4:
 			var s string
 			s, err = f.str()
-			v = valueJSON{Type: sqlconn.Text, Text: s}
+			v = Value{Type: sqlconn.Text, Text: s}
 		case 5:
 			err = f.want(protowire.BytesType)
-			v = valueJSON{Type: sqlconn.Blob, Blob: append([]byte{}, f.raw...)}
+			v = Value{Type: sqlconn.Blob, Blob: append([]byte{}, f.raw...)}
 		default:
 			return nil
 		}
@@ -239,8 +239,8 @@ func pbDecodeValue(b []byte) (valueJSON, error) {
 	return v, err
 }
 
-func pbDecodeBatch(b []byte) (*batchJSON, error) {
-	batch := &batchJSON{Steps: []batchStep{}}
+func DecodeBatch(b []byte) (*Batch, error) {
+	batch := &Batch{Steps: []BatchStep{}}
 	err := pbEach(b, func(f pbField) error {
 		if f.num != 1 {
 			return nil
@@ -249,7 +249,7 @@ func pbDecodeBatch(b []byte) (*batchJSON, error) {
 		if err != nil {
 			return err
 		}
-		var step batchStep
+		var step BatchStep
 		hasStmt := false
 		err = pbEach(m, func(f pbField) error {
 			switch f.num {
@@ -266,7 +266,7 @@ func pbDecodeBatch(b []byte) (*batchJSON, error) {
 				if err != nil {
 					return err
 				}
-				st, err := pbDecodeStmt(m)
+				st, err := DecodeStmt(m)
 				if err == nil {
 					step.Stmt, hasStmt = *st, true
 				}
@@ -286,16 +286,16 @@ func pbDecodeBatch(b []byte) (*batchJSON, error) {
 	return batch, err
 }
 
-func pbDecodeCond(b []byte, depth int) (batchCond, error) {
-	if depth > maxCondDepth {
-		return batchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", maxCondDepth)
+func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
+	if depth > MaxCondDepth {
+		return BatchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", MaxCondDepth)
 	}
-	var c batchCond // no field set: type "", which validation refuses
+	var c BatchCond // no field set: type "", which validation refuses
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1, 2:
 			step, err := f.uint32()
-			c = batchCond{Type: map[protowire.Number]string{1: "ok", 2: "error"}[f.num], Step: &step}
+			c = BatchCond{Type: map[protowire.Number]string{1: "ok", 2: "error"}[f.num], Step: &step}
 			return err
 		case 3:
 			m, err := f.message()
@@ -303,14 +303,14 @@ func pbDecodeCond(b []byte, depth int) (batchCond, error) {
 				return err
 			}
 			inner, err := pbDecodeCond(m, depth+1)
-			c = batchCond{Type: "not", Cond: &inner}
+			c = BatchCond{Type: "not", Cond: &inner}
 			return err
 		case 4, 5:
 			m, err := f.message()
 			if err != nil {
 				return err
 			}
-			c = batchCond{Type: map[protowire.Number]string{4: "and", 5: "or"}[f.num], Conds: []batchCond{}}
+			c = BatchCond{Type: map[protowire.Number]string{4: "and", 5: "or"}[f.num], Conds: []BatchCond{}}
 			return pbEach(m, func(f pbField) error {
 				if f.num != 1 {
 					return nil
@@ -325,7 +325,7 @@ func pbDecodeCond(b []byte, depth int) (batchCond, error) {
 			})
 		case 6:
 			_, err := f.message()
-			c = batchCond{Type: "is_autocommit"}
+			c = BatchCond{Type: "is_autocommit"}
 			return err
 		}
 		return nil
@@ -333,8 +333,8 @@ func pbDecodeCond(b []byte, depth int) (batchCond, error) {
 	return c, err
 }
 
-// pbPipelineResp encodes a PipelineRespBody.
-func pbPipelineResp(resp *pipelineRespBody) ([]byte, error) {
+// EncodePipelineResponse encodes a PipelineRespBody.
+func EncodePipelineResponse(resp *PipelineResponse) ([]byte, error) {
 	w := &pbWriter{}
 	w.optStr(1, resp.Baton)
 	w.optStr(2, resp.BaseURL)
@@ -368,7 +368,7 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 		auto   bool
 	)
 	switch m := resp.(type) {
-	case executeResponse:
+	case ExecuteResponse:
 		typ, result = "execute", m.Result
 		if m.Result == nil {
 			return fmt.Errorf("hrana: an execute response without its result")
@@ -391,11 +391,11 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 		switch r := result.(type) {
 		case nil:
 			w.boolean(1, auto) // GetAutocommitResp; the other responses without a result are empty
-		case *stmtResultJSON:
+		case *StmtResult:
 			w.message(1, func(w *pbWriter) { pbStmtResult(w, r) })
-		case *batchResultJSON:
+		case *BatchResult:
 			w.message(1, func(w *pbWriter) { pbBatchResult(w, r) })
-		case *describeResultJSON:
+		case *DescribeResult:
 			w.message(1, func(w *pbWriter) { pbDescribeResult(w, r) })
 		default:
 			err = fmt.Errorf("hrana: no protobuf encoding for a %q result of type %T", typ, result)
@@ -429,7 +429,7 @@ func pbValue(w *pbWriter, v sqlconn.Value) {
 	}
 }
 
-func pbCols(w *pbWriter, num protowire.Number, cols []colJSON) {
+func pbCols(w *pbWriter, num protowire.Number, cols []Col) {
 	for _, c := range cols {
 		w.message(num, func(w *pbWriter) {
 			w.optStr(1, c.Name)
@@ -438,7 +438,7 @@ func pbCols(w *pbWriter, num protowire.Number, cols []colJSON) {
 	}
 }
 
-func pbRow(w *pbWriter, row []valueJSON) {
+func pbRow(w *pbWriter, row []Value) {
 	for _, v := range row {
 		w.message(1, func(w *pbWriter) { pbValue(w, sqlconn.Value(v)) })
 	}
@@ -455,7 +455,7 @@ func pbRowID(w *pbWriter, num protowire.Number, s *string) {
 	}
 }
 
-func pbStmtResult(w *pbWriter, r *stmtResultJSON) {
+func pbStmtResult(w *pbWriter, r *StmtResult) {
 	pbCols(w, 1, r.Cols)
 	for _, row := range r.Rows {
 		w.message(2, func(w *pbWriter) { pbRow(w, row) })
@@ -476,7 +476,7 @@ func pbStmtResult(w *pbWriter, r *stmtResultJSON) {
 
 // pbBatchResult writes the step results and errors as the schema's maps
 // (step index to message); skipped steps have neither.
-func pbBatchResult(w *pbWriter, r *batchResultJSON) {
+func pbBatchResult(w *pbWriter, r *BatchResult) {
 	for i, sr := range r.StepResults {
 		if sr != nil {
 			w.message(1, func(w *pbWriter) {
@@ -495,7 +495,7 @@ func pbBatchResult(w *pbWriter, r *batchResultJSON) {
 	}
 }
 
-func pbDescribeResult(w *pbWriter, r *describeResultJSON) {
+func pbDescribeResult(w *pbWriter, r *DescribeResult) {
 	for _, p := range r.Params {
 		w.message(1, func(w *pbWriter) { w.optStr(1, p.Name) })
 	}
@@ -507,4 +507,24 @@ func pbDescribeResult(w *pbWriter, r *describeResultJSON) {
 	}
 	w.boolean(3, r.IsExplain)
 	w.boolean(4, r.IsReadonly)
+}
+
+// EncodeCursorResponse encodes a protobuf cursor answer: the CursorRespBody
+// and then every CursorEntry, each prefixed with its length as a varint.
+func EncodeCursorResponse(head CursorResponse, entries []CursorEntry) []byte {
+	out := &pbWriter{}
+	delimited := func(body func(w *pbWriter)) {
+		msg := &pbWriter{}
+		body(msg)
+		out.b = protowire.AppendVarint(out.b, uint64(len(msg.b)))
+		out.b = append(out.b, msg.b...)
+	}
+	delimited(func(w *pbWriter) {
+		w.optStr(1, head.Baton)
+		w.optStr(2, head.BaseURL)
+	})
+	for _, e := range entries {
+		delimited(func(w *pbWriter) { pbCursorEntry(w, e) })
+	}
+	return out.b
 }

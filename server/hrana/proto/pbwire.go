@@ -1,4 +1,4 @@
-package hrana
+package proto
 
 import (
 	"fmt"
@@ -21,9 +21,9 @@ type pbField struct {
 	raw []byte
 }
 
-// maxCondDepth bounds nested batch conditions, so that a small message
+// MaxCondDepth bounds nested batch conditions, so that a small message
 // cannot recurse the decoder (or the evaluator) into a stack overflow.
-const maxCondDepth = 100
+const MaxCondDepth = 100
 
 // pbEach calls fn for every field of message b, in order. Unknown fields are
 // the caller's to ignore (forward compatibility); groups are skipped.

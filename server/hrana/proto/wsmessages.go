@@ -1,4 +1,4 @@
-package hrana
+package proto
 
 import (
 	"encoding/json"
@@ -11,25 +11,25 @@ import (
 // WebSocket"), in JSON and protobuf. A request's statement fields are the
 // HTTP stream request's, so both variants share one executor.
 
-// wsClientMsg is a message from the client: a hello or a request.
-type wsClientMsg struct {
+// ClientMsg is a message from the client: a hello or a request.
+type ClientMsg struct {
 	Type      string     `json:"type"`
 	JWT       *string    `json:"jwt"`
 	RequestID *int32     `json:"request_id"`
-	Request   *wsRequest `json:"request"`
+	Request   *WSRequest `json:"request"`
 }
 
-// wsRequest is a WebSocket request: a stream request plus the stream and
+// WSRequest is a WebSocket request: a stream request plus the stream and
 // cursor it addresses.
-type wsRequest struct {
-	streamRequest
+type WSRequest struct {
+	StreamRequest
 	StreamID *int32  `json:"stream_id"`
 	CursorID *int32  `json:"cursor_id"`
 	MaxCount *uint32 `json:"max_count"`
 }
 
-// wsMinVersion is the Hrana version that introduced each request.
-var wsMinVersion = map[string]int{
+// WSMinVersion is the Hrana version that introduced each request.
+var WSMinVersion = map[string]int{
 	"open_stream": 1, "close_stream": 1, "execute": 1, "batch": 1,
 	"sequence": 2, "describe": 2, "store_sql": 2, "close_sql": 2,
 	"open_cursor": 3, "close_cursor": 3, "fetch_cursor": 3, "get_autocommit": 3,
@@ -49,16 +49,16 @@ var wsRequestTypes = func() map[protowire.Number]string {
 	return m
 }()
 
-func decodeClientMsgJSON(data []byte) (*wsClientMsg, error) {
-	var msg wsClientMsg
+func DecodeClientMsgJSON(data []byte) (*ClientMsg, error) {
+	var msg ClientMsg
 	if err := json.Unmarshal(data, &msg); err != nil {
 		return nil, fmt.Errorf("message is not Hrana JSON: %w", err)
 	}
 	return &msg, nil
 }
 
-func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
-	var msg wsClientMsg
+func DecodeClientMsgProtobuf(data []byte) (*ClientMsg, error) {
+	var msg ClientMsg
 	err := pbEach(data, func(f pbField) error {
 		m, err := f.message()
 		if err != nil {
@@ -66,7 +66,7 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 		}
 		switch f.num {
 		case 1:
-			msg = wsClientMsg{Type: "hello"}
+			msg = ClientMsg{Type: "hello"}
 			return pbEach(m, func(f pbField) error {
 				if f.num == 1 {
 					s, err := f.str()
@@ -76,7 +76,7 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 				return nil
 			})
 		case 2:
-			msg = wsClientMsg{Type: "request", RequestID: new(int32)}
+			msg = ClientMsg{Type: "request", RequestID: new(int32)}
 			return pbEach(m, func(f pbField) error {
 				if f.num == 1 {
 					id, err := f.int32()
@@ -105,12 +105,12 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 
 // pbDecodeWSRequest decodes one request body. proto3 leaves zero ids out,
 // so the ids a request type has start at 0.
-func pbDecodeWSRequest(typ string, b []byte) (*wsRequest, error) {
-	req := &wsRequest{streamRequest: streamRequest{Type: typ}}
+func pbDecodeWSRequest(typ string, b []byte) (*WSRequest, error) {
+	req := &WSRequest{StreamRequest: StreamRequest{Type: typ}}
 	zero := func() *int32 { return new(int32) }
 	switch typ {
 	case "store_sql", "close_sql":
-		return req, pbDecodeRequestFields(b, &req.streamRequest, 0)
+		return req, pbDecodeRequestFields(b, &req.StreamRequest, 0)
 	case "close_cursor":
 		req.CursorID = zero()
 	case "fetch_cursor":
@@ -134,33 +134,33 @@ func pbDecodeWSRequest(typ string, b []byte) (*wsRequest, error) {
 		case typ == "open_cursor" && f.num == 3:
 			var m []byte
 			if m, err = f.message(); err == nil {
-				req.Batch, err = pbDecodeBatch(m)
+				req.Batch, err = DecodeBatch(m)
 			}
 		}
 		return err
 	})
 	if err == nil && typ != "open_cursor" {
-		err = pbDecodeRequestFields(b, &req.streamRequest, 1)
+		err = pbDecodeRequestFields(b, &req.StreamRequest, 1)
 	}
 	return req, err
 }
 
-// wsServerMsg is a message to the client.
-type wsServerMsg struct {
+// ServerMsg is a message to the client.
+type ServerMsg struct {
 	Type      string `json:"type"` // hello_ok, hello_error, response_ok, response_error
 	RequestID *int32 `json:"request_id,omitempty"`
 	Response  any    `json:"response,omitempty"`
 	Error     *Error `json:"error,omitempty"`
 }
 
-// fetchCursorResp is the response to fetch_cursor.
-type fetchCursorResp struct {
+// FetchCursorResp is the response to fetch_cursor.
+type FetchCursorResp struct {
 	Type    string        `json:"type"`
-	Entries []cursorEntry `json:"entries"`
+	Entries []CursorEntry `json:"entries"`
 	Done    bool          `json:"done"`
 }
 
-func encodeServerMsg(msg *wsServerMsg, protobuf bool) ([]byte, error) {
+func EncodeServerMsg(msg *ServerMsg, protobuf bool) ([]byte, error) {
 	if !protobuf {
 		return json.Marshal(msg)
 	}
@@ -179,7 +179,7 @@ func encodeServerMsg(msg *wsServerMsg, protobuf bool) ([]byte, error) {
 	default:
 		w.message(3, func(w *pbWriter) {
 			w.uvarint(1, uint64(int64(*msg.RequestID)))
-			if resp, ok := msg.Response.(fetchCursorResp); ok {
+			if resp, ok := msg.Response.(FetchCursorResp); ok {
 				w.message(wsRequestFields["fetch_cursor"], func(w *pbWriter) {
 					for _, e := range resp.Entries {
 						w.message(1, func(w *pbWriter) { pbCursorEntry(w, e) })

@@ -1,46 +1,46 @@
-package hrana
+package proto
 
 import "encoding/json"
 
-// cursorEntry is one entry of a cursor (Hrana 3's CursorEntry): the results
+// CursorEntry is one entry of a cursor (Hrana 3's CursorEntry): the results
 // of a batch, step by step and row by row.
-type cursorEntry struct {
+type CursorEntry struct {
 	Type     string // step_begin, row, step_end, step_error or error
 	Step     uint32
-	Cols     []colJSON   // step_begin
-	Row      []valueJSON // row
-	Affected int64       // step_end
-	RowID    *string     // step_end
-	Err      *Error      // step_error, error
+	Cols     []Col   // step_begin
+	Row      []Value // row
+	Affected int64   // step_end
+	RowID    *string // step_end
+	Err      *Error  // step_error, error
 }
 
-// cursorEntries turns a batch's outcome into cursor entries; failed (the
+// CursorEntries turns a batch's outcome into cursor entries; failed (the
 // whole batch failed) becomes the one and last error entry.
-func cursorEntries(res *batchResultJSON, failed *Error) []cursorEntry {
+func CursorEntries(res *BatchResult, failed *Error) []CursorEntry {
 	if failed != nil {
-		return []cursorEntry{{Type: "error", Err: failed}}
+		return []CursorEntry{{Type: "error", Err: failed}}
 	}
-	var out []cursorEntry
+	var out []CursorEntry
 	for i := range res.StepResults {
 		step := uint32(i)
 		if err := res.StepErrors[i]; err != nil {
-			out = append(out, cursorEntry{Type: "step_error", Step: step, Err: err})
+			out = append(out, CursorEntry{Type: "step_error", Step: step, Err: err})
 			continue
 		}
 		sr := res.StepResults[i]
 		if sr == nil {
 			continue // skipped by its condition
 		}
-		out = append(out, cursorEntry{Type: "step_begin", Step: step, Cols: sr.Cols})
+		out = append(out, CursorEntry{Type: "step_begin", Step: step, Cols: sr.Cols})
 		for _, row := range sr.Rows {
-			out = append(out, cursorEntry{Type: "row", Row: row})
+			out = append(out, CursorEntry{Type: "row", Row: row})
 		}
-		out = append(out, cursorEntry{Type: "step_end", Affected: sr.AffectedRowCount, RowID: sr.LastInsertRowID})
+		out = append(out, CursorEntry{Type: "step_end", Affected: sr.AffectedRowCount, RowID: sr.LastInsertRowID})
 	}
 	return out
 }
 
-func (e cursorEntry) MarshalJSON() ([]byte, error) {
+func (e CursorEntry) MarshalJSON() ([]byte, error) {
 	switch e.Type {
 	case "step_begin":
 		return json.Marshal(map[string]any{"type": e.Type, "step": e.Step, "cols": e.Cols})
@@ -55,7 +55,7 @@ func (e cursorEntry) MarshalJSON() ([]byte, error) {
 }
 
 // pbCursorEntry encodes e as a protobuf CursorEntry.
-func pbCursorEntry(w *pbWriter, e cursorEntry) {
+func pbCursorEntry(w *pbWriter, e CursorEntry) {
 	switch e.Type {
 	case "step_begin":
 		w.message(1, func(w *pbWriter) {
