@@ -7,8 +7,8 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/ws"
 )
 
 // webSocketOr serves Hrana over WebSocket for an upgrade request to / (the
@@ -18,7 +18,7 @@ import (
 // with the upgrade request's Authorization header).
 func (s *Server) webSocketOr(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hrana.IsWebSocket(r) {
+		if !ws.IsUpgrade(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -53,9 +53,9 @@ func webSocketDatabase(r *http.Request) (string, bool) {
 // header when the hello has none) as the HTTP routes check a bearer token: a
 // token that may not read the database is refused, a read-only one gets the
 // read-only view.
-func (s *Server) webSocketAuthorizer(r *http.Request, name string) hrana.WSAuthorizer {
+func (s *Server) webSocketAuthorizer(r *http.Request, name string) ws.Authorizer {
 	upgradeHeader := r.Header.Get("Authorization")
-	return func(ctx context.Context, jwt string) (*hrana.WSGrant, *proto.Error) {
+	return func(ctx context.Context, jwt string) (*ws.Grant, *proto.Error) {
 		header := upgradeHeader
 		if jwt != "" {
 			header = "Bearer " + jwt
@@ -72,7 +72,7 @@ func (s *Server) webSocketAuthorizer(r *http.Request, name string) hrana.WSAutho
 			owner = p.Key()
 		}
 		readOnly := !p.CanWrite(name)
-		return &hrana.WSGrant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
+		return &ws.Grant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
 			db, err := s.host.Get(ctx, name)
 			if err != nil {
 				return nil, err

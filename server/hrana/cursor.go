@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -39,33 +40,24 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
 		return
 	}
-	if e := validateBatch(body.Batch); e != nil {
+	if e := stream.ValidateBatch(body.Batch); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	s, status, e := h.acquire(body.Baton, db, ownerFrom(r.Context()), false)
+	s, refusal, e := h.streams.Acquire(body.Baton, db, ownerFrom(r.Context()), false)
 	if e != nil {
-		writeHTTPError(w, status, e)
+		writeHTTPError(w, refusalStatus(refusal), e)
 		return
 	}
 	released := false
 	defer h.endOnPanic(w, s, &released)
-	x, cancel := h.newExecution(r.Context(), s)
+	x, cancel := h.streams.NewExecution(r.Context(), s)
 	defer cancel()
-	var (
-		res    *proto.BatchResult
-		failed *proto.Error
-	)
-	switch {
-	case s.dead != nil:
-		failed = s.dead
-	default:
-		res, failed = x.batch(body.Batch)
-	}
-	baton := h.release(s)
+	entries := x.Cursor(body.Batch)
+	baton := h.streams.Release(s)
 	released = true
-	if x.bookmark > 0 {
-		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(x.bookmark))
+	if bm := x.Bookmark(); bm > 0 {
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
-	answer(w, proto.CursorResponse{Baton: baton}, proto.CursorEntries(res, failed))
+	answer(w, proto.CursorResponse{Baton: baton}, entries)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -35,7 +36,7 @@ func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idem
 	}
 	k, err := dbhost.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {
-		return nil, nil, toError(err, "")
+		return nil, nil, stream.ToError(err, "")
 	}
 	return dbhost.WithIdempotency(r.Context(), k), k, nil
 }
@@ -44,28 +45,5 @@ func requestContext(r *http.Request, request any) (context.Context, *dbhost.Idem
 func markReplayed(w http.ResponseWriter, k *dbhost.Idempotency) {
 	if k != nil && k.Replayed() {
 		w.Header().Set(replayedHeader, "true")
-	}
-}
-
-// storedOutcome is the answer of one keyed write group.
-type storedOutcome struct {
-	Results []*proto.StmtResult `json:"results"`
-	Errs    []*proto.Error      `json:"errs"`
-}
-
-// keyOutcome makes the next write of ctx's key store and replay *out.
-func keyOutcome(ctx context.Context, out *outcome) {
-	k := dbhost.IdempotencyFrom(ctx)
-	if k == nil {
-		return
-	}
-	k.Save = func() ([]byte, error) { return json.Marshal(storedOutcome{out.results, out.errs}) }
-	k.Load = func(b []byte) error {
-		var s storedOutcome
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		out.results, out.errs = s.Results, s.Errs
-		return nil
 	}
 }

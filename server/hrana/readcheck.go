@@ -9,6 +9,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 )
 
 // Reads on a read replica. A server that does not write a database asks,
@@ -71,7 +72,7 @@ func InspectRead(path string, body []byte) Read {
 		return Read{}
 	}
 	for i := range requests {
-		if validateRequest(&requests[i]) != nil {
+		if stream.ValidateRequest(&requests[i]) != nil {
 			return Read{Replica: true}
 		}
 	}
@@ -104,7 +105,7 @@ func pipelineStatements(requests []proto.StreamRequest) ([]string, bool) {
 		if !ok {
 			return "", false
 		}
-		sql, e := singleStatement(sql)
+		sql, e := stream.SingleStatement(sql)
 		return sql, e == nil
 	}
 	var out []string

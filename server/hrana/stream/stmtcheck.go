@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 import (
 	"strings"
@@ -12,10 +12,10 @@ import (
 // would hide the others' results and errors; scripts go through "sequence".
 var errManyStatements = proto.Error{Code: "SQL_MANY_STATEMENTS", Message: "SQL string contains more than one statement"}
 
-// singleStatement returns the one statement sql holds, without the blank
+// SingleStatement returns the one statement sql holds, without the blank
 // and comment-only pieces around its semicolons ("SELECT 1;;" runs as
 // "SELECT 1"), or an error when it holds several.
-func singleStatement(sql string) (string, *proto.Error) {
+func SingleStatement(sql string) (string, *proto.Error) {
 	// The common case needs no scan; a NUL is refused further down, with
 	// its own message, before SQLite would stop reading at it.
 	if !strings.Contains(sql, ";") || strings.IndexByte(sql, 0) >= 0 {

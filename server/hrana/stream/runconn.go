@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 	for i := range steps {
 		st := &steps[i]
 		if rc.stop != nil && rc.stop.Err() != nil {
-			out.errs[i] = toError(rc.stop.Err(), "")
+			out.errs[i] = ToError(rc.stop.Err(), "")
 			continue
 		}
 		if st.cond != nil && !rc.eval(st.cond, out) {
@@ -73,9 +73,9 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 		case rc.onReader && errors.Is(err, dberr.ErrReadOnly):
 			rc.rerun = dbhost.ErrWriteNeeded
 		case !rc.pooled && errors.Is(err, dberr.ErrInternal):
-			rc.broken = toError(err, "")
+			rc.broken = ToError(err, "")
 		}
-		out.errs[i] = toError(err, "")
+		out.errs[i] = ToError(err, "")
 		if rc.rerun != nil || rc.broken != nil {
 			for j := i + 1; j < len(steps); j++ {
 				out.errs[j] = rc.broken
@@ -254,8 +254,8 @@ func toStmtResult(res sqlconn.Result, wantRows bool) *proto.StmtResult {
 	return out
 }
 
-// toError maps an error from dbhost (or the context) to Hrana's Error.
-func toError(err error, db string) *proto.Error {
+// ToError maps an error from dbhost (or the context) to Hrana's Error.
+func ToError(err error, db string) *proto.Error {
 	var he *proto.Error
 	if errors.As(err, &he) {
 		return he

@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 func ptr[T any](v T) *T { return &v }
 
