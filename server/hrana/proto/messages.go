@@ -16,27 +16,32 @@ import (
 
 // The JSON shapes of Hrana 1-3 over HTTP (docs/HRANA_3_SPEC.md, HTTP_V1/V2_SPEC.md).
 
+// PipelineRequest is a pipeline request body (PipelineReqBody).
 type PipelineRequest struct {
 	Baton    *string         `json:"baton"`
 	Requests []StreamRequest `json:"requests"`
 }
 
+// PipelineResponse is a pipeline answer (PipelineRespBody).
 type PipelineResponse struct {
 	Baton   *string        `json:"baton"`
 	BaseURL *string        `json:"base_url"`
 	Results []StreamResult `json:"results"`
 }
 
+// CursorRequest is a cursor request body (CursorReqBody).
 type CursorRequest struct {
 	Baton *string `json:"baton"`
 	Batch *Batch  `json:"batch"`
 }
 
+// CursorResponse heads a cursor answer (CursorRespBody).
 type CursorResponse struct {
 	Baton   *string `json:"baton"`
 	BaseURL *string `json:"base_url"`
 }
 
+// StreamRequest is one request of a pipeline (and of a WebSocket request).
 type StreamRequest struct {
 	Type  string  `json:"type"`
 	Stmt  *Stmt   `json:"stmt"`
@@ -45,12 +50,14 @@ type StreamRequest struct {
 	SQLID *int32  `json:"sql_id"`
 }
 
+// StreamResult is the outcome of one StreamRequest.
 type StreamResult struct {
 	Type     string `json:"type"` // "ok" or "error"
 	Response any    `json:"response,omitempty"`
 	Error    *Error `json:"error,omitempty"`
 }
 
+// Stmt is a statement with its arguments.
 type Stmt struct {
 	SQL       *string    `json:"sql"`
 	SQLID     *int32     `json:"sql_id"`
@@ -59,20 +66,24 @@ type Stmt struct {
 	WantRows  *bool      `json:"want_rows"`
 }
 
+// NamedArg is an argument bound by name.
 type NamedArg struct {
 	Name  string `json:"name"`
 	Value Value  `json:"value"`
 }
 
+// Batch is statements run in order, each under an optional condition.
 type Batch struct {
 	Steps []BatchStep `json:"steps"`
 }
 
+// BatchStep is one statement of a Batch.
 type BatchStep struct {
 	Condition *BatchCond `json:"condition"`
 	Stmt      Stmt       `json:"stmt"`
 }
 
+// BatchCond decides whether a BatchStep runs.
 type BatchCond struct {
 	Type  string      `json:"type"`
 	Step  *uint32     `json:"step"`
@@ -80,6 +91,7 @@ type BatchCond struct {
 	Conds []BatchCond `json:"conds"`
 }
 
+// StmtResult is the result of one statement.
 type StmtResult struct {
 	Cols             []Col     `json:"cols"`
 	Rows             [][]Value `json:"rows"`
@@ -91,20 +103,23 @@ type StmtResult struct {
 	ReplicationIndex *string   `json:"replication_index,omitempty"`
 	// RowsJSON, when set, are the rows already encoded (the elements of
 	// "rows"), streamed from SQLite; Rows is then empty.
-	RowsJSON []byte
+	RowsJSON []byte `json:"-"`
 }
 
+// Col is a result column.
 type Col struct {
 	Name     *string `json:"name"`
 	DeclType *string `json:"decltype"`
 }
 
+// BatchResult is the result of a Batch, step by step.
 type BatchResult struct {
 	StepResults      []*StmtResult `json:"step_results"`
 	StepErrors       []*Error      `json:"step_errors"`
 	ReplicationIndex *string       `json:"replication_index,omitempty"`
 }
 
+// DescribeResult describes a statement without running it.
 type DescribeResult struct {
 	Params     []DescribeParam `json:"params"`
 	Cols       []DescribeCol   `json:"cols"`
@@ -112,10 +127,12 @@ type DescribeResult struct {
 	IsReadonly bool            `json:"is_readonly"`
 }
 
+// DescribeParam is a parameter of a described statement.
 type DescribeParam struct {
 	Name *string `json:"name"`
 }
 
+// DescribeCol is a result column of a described statement.
 type DescribeCol struct {
 	Name     string  `json:"name"`
 	DeclType *string `json:"decltype"`

@@ -21,9 +21,9 @@ type pbField struct {
 	raw []byte
 }
 
-// MaxCondDepth bounds nested batch conditions, so that a small message
+// maxCondDepth bounds nested batch conditions, so that a small message
 // cannot recurse the decoder (or the evaluator) into a stack overflow.
-const MaxCondDepth = 100
+const maxCondDepth = 100
 
 // pbEach calls fn for every field of message b, in order. Unknown fields are
 // the caller's to ignore (forward compatibility); groups are skipped.

@@ -134,7 +134,7 @@ func pbDecodeWSRequest(typ string, b []byte) (*WSRequest, error) {
 		case typ == "open_cursor" && f.num == 3:
 			var m []byte
 			if m, err = f.message(); err == nil {
-				req.Batch, err = DecodeBatch(m)
+				req.Batch, err = pbDecodeBatch(m)
 			}
 		}
 		return err

@@ -33,7 +33,7 @@ type outcome struct {
 	errs    []*proto.Error
 }
 
-// execution runs the requests of one HTTP request on one stream.
+// Execution runs the requests of one request (HTTP, or WebSocket) on one stream.
 type Execution struct {
 	r        *Registry
 	s        *Stream
@@ -41,11 +41,11 @@ type Execution struct {
 	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
 	// StreamRows encodes rows as JSON as SQLite steps them
-	// (StmtResult.RowsJSON), for an answer that writePipeline writes;
+	// (StmtResult.RowsJSON), for an answer that hrana's writePipeline writes;
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
 	StreamRows bool
-	// needsWriter is set when the database, a read replica (ServeRead),
+	// needsWriter is set when the database, a read replica (hrana.ServeRead),
 	// refused a write or a session: the request is not answered here.
 	needsWriter error
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
-// stream is one Hrana stream: a logical connection that lives across HTTP
-// requests. Fields other than id/db are guarded by Handler.mu while the stream
+// Stream is one Hrana stream: a logical connection that lives across HTTP
+// requests. Fields other than id/db are guarded by Registry.mu while the stream
 // is registered and not busy; a request that holds it (busy) owns them.
 type Stream struct {
 	id       streamID
 	db       dbhost.Database
-	owner    string // the caller's identity (WithOwner); batons carry it
+	owner    string // the caller's identity (hrana.WithOwner); batons carry it
 	counted  bool   // holds a slot of its owner's and its database's quotas
 	seq      uint64 // sequence number the next baton must carry
 	busy     bool

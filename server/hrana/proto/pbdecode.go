@@ -4,16 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The shared structures of the Hrana 3 protobuf schema (docs/HRANA_3_SPEC.md,
-// "Shared structures" and "Hrana over HTTP"), decoded into and encoded from
-// the JSON structs.
+// "Shared structures" and "Hrana over HTTP"), decoded into the types of the
+// JSON encoding (pbencode.go encodes them).
 
+// DecodePipelineRequest decodes a protobuf PipelineReqBody.
 func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
 	body := &PipelineRequest{}
 	err := pbEach(b, func(f pbField) error {
@@ -27,7 +27,7 @@ func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
 			if err != nil {
 				return err
 			}
-			req, err := DecodeStreamRequest(m)
+			req, err := pbDecodeStreamRequest(m)
 			if err != nil {
 				return fmt.Errorf("request %d: %w", len(body.Requests), err)
 			}
@@ -38,6 +38,7 @@ func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
 	return body, err
 }
 
+// DecodeCursorRequest decodes a protobuf CursorReqBody.
 func DecodeCursorRequest(b []byte) (*CursorRequest, error) {
 	body := &CursorRequest{}
 	err := pbEach(b, func(f pbField) error {
@@ -51,7 +52,7 @@ func DecodeCursorRequest(b []byte) (*CursorRequest, error) {
 			if err != nil {
 				return err
 			}
-			body.Batch, err = DecodeBatch(m)
+			body.Batch, err = pbDecodeBatch(m)
 			return err
 		}
 		return nil
@@ -64,7 +65,7 @@ var streamRequestTypes = map[protowire.Number]string{
 	1: "close", 2: "execute", 3: "batch", 4: "sequence", 5: "describe", 6: "store_sql", 7: "close_sql", 8: "get_autocommit",
 }
 
-func DecodeStreamRequest(b []byte) (StreamRequest, error) {
+func pbDecodeStreamRequest(b []byte) (StreamRequest, error) {
 	var req StreamRequest
 	err := pbEach(b, func(f pbField) error {
 		typ, ok := streamRequestTypes[f.num]
@@ -92,14 +93,14 @@ func pbDecodeRequestFields(b []byte, req *StreamRequest, first protowire.Number)
 			if f.num == first+1 {
 				var m []byte
 				if m, err = f.message(); err == nil {
-					req.Stmt, err = DecodeStmt(m)
+					req.Stmt, err = pbDecodeStmt(m)
 				}
 			}
 		case "batch":
 			if f.num == first+1 {
 				var m []byte
 				if m, err = f.message(); err == nil {
-					req.Batch, err = DecodeBatch(m)
+					req.Batch, err = pbDecodeBatch(m)
 				}
 			}
 		case "sequence", "describe":
@@ -135,7 +136,7 @@ func pbDecodeRequestFields(b []byte, req *StreamRequest, first protowire.Number)
 	})
 }
 
-func DecodeStmt(b []byte) (*Stmt, error) {
+func pbDecodeStmt(b []byte) (*Stmt, error) {
 	st := &Stmt{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
@@ -152,7 +153,7 @@ func DecodeStmt(b []byte) (*Stmt, error) {
 			if err != nil {
 				return err
 			}
-			v, err := DecodeValue(m)
+			v, err := pbDecodeValue(m)
 			if err != nil {
 				return fmt.Errorf("argument %d: %w", len(st.Args)+1, err)
 			}
@@ -191,7 +192,7 @@ func pbDecodeNamedArg(b []byte) (NamedArg, error) {
 			if err != nil {
 				return err
 			}
-			a.Value, err = DecodeValue(m)
+			a.Value, err = pbDecodeValue(m)
 			hasValue = true
 			return err
 		}
@@ -205,7 +206,7 @@ func pbDecodeNamedArg(b []byte) (NamedArg, error) {
 
 var errValueWithoutType = errors.New("a value has no type (want null, integer, float, text or blob)")
 
-func DecodeValue(b []byte) (Value, error) {
+func pbDecodeValue(b []byte) (Value, error) {
 	var v Value
 	set := false
 	err := pbEach(b, func(f pbField) error {
@@ -239,7 +240,7 @@ func DecodeValue(b []byte) (Value, error) {
 	return v, err
 }
 
-func DecodeBatch(b []byte) (*Batch, error) {
+func pbDecodeBatch(b []byte) (*Batch, error) {
 	batch := &Batch{Steps: []BatchStep{}}
 	err := pbEach(b, func(f pbField) error {
 		if f.num != 1 {
@@ -266,7 +267,7 @@ func DecodeBatch(b []byte) (*Batch, error) {
 				if err != nil {
 					return err
 				}
-				st, err := DecodeStmt(m)
+				st, err := pbDecodeStmt(m)
 				if err == nil {
 					step.Stmt, hasStmt = *st, true
 				}
@@ -287,8 +288,8 @@ func DecodeBatch(b []byte) (*Batch, error) {
 }
 
 func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
-	if depth > MaxCondDepth {
-		return BatchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", MaxCondDepth)
+	if depth > maxCondDepth {
+		return BatchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", maxCondDepth)
 	}
 	var c BatchCond // no field set: type "", which validation refuses
 	err := pbEach(b, func(f pbField) error {
@@ -331,200 +332,4 @@ func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
 		return nil
 	})
 	return c, err
-}
-
-// EncodePipelineResponse encodes a PipelineRespBody.
-func EncodePipelineResponse(resp *PipelineResponse) ([]byte, error) {
-	w := &pbWriter{}
-	w.optStr(1, resp.Baton)
-	w.optStr(2, resp.BaseURL)
-	for _, r := range resp.Results {
-		var err error
-		w.message(3, func(w *pbWriter) {
-			if r.Type == "ok" {
-				w.message(1, func(w *pbWriter) { err = pbStreamResponse(w, r.Response, streamResponseFields) })
-			} else {
-				w.message(2, func(w *pbWriter) { pbError(w, r.Error) })
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return w.b, nil
-}
-
-// streamResponseFields numbers StreamResponse's oneof (HTTP).
-var streamResponseFields = map[string]protowire.Number{
-	"close": 1, "execute": 2, "batch": 3, "sequence": 4, "describe": 5, "store_sql": 6, "close_sql": 7, "get_autocommit": 8,
-}
-
-// pbStreamResponse encodes a response the request executor built (the maps
-// of pipeline.go) as the oneof field fields numbers its type with.
-func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number) error {
-	var (
-		typ    string
-		result any
-		auto   bool
-	)
-	switch m := resp.(type) {
-	case ExecuteResponse:
-		typ, result = "execute", m.Result
-		if m.Result == nil {
-			return fmt.Errorf("hrana: an execute response without its result")
-		}
-	case map[string]string:
-		typ = m["type"]
-	case map[string]any:
-		typ, _ = m["type"].(string)
-		result = m["result"]
-		auto, _ = m["is_autocommit"].(bool)
-	default:
-		return fmt.Errorf("hrana: no protobuf encoding for a response of type %T", resp)
-	}
-	num, ok := fields[typ]
-	if !ok {
-		return fmt.Errorf("hrana: no protobuf encoding for a %q response", typ)
-	}
-	var err error
-	w.message(num, func(w *pbWriter) {
-		switch r := result.(type) {
-		case nil:
-			w.boolean(1, auto) // GetAutocommitResp; the other responses without a result are empty
-		case *StmtResult:
-			w.message(1, func(w *pbWriter) { pbStmtResult(w, r) })
-		case *BatchResult:
-			w.message(1, func(w *pbWriter) { pbBatchResult(w, r) })
-		case *DescribeResult:
-			w.message(1, func(w *pbWriter) { pbDescribeResult(w, r) })
-		default:
-			err = fmt.Errorf("hrana: no protobuf encoding for a %q result of type %T", typ, result)
-		}
-	})
-	return err
-}
-
-func pbError(w *pbWriter, e *Error) {
-	if e == nil {
-		e = &Error{Message: "unknown error"}
-	}
-	w.str(1, e.Message)
-	if e.Code != "" {
-		w.str(2, e.Code)
-	}
-}
-
-func pbValue(w *pbWriter, v sqlconn.Value) {
-	switch v.Type {
-	case sqlconn.Integer:
-		w.sint64(2, v.Int)
-	case sqlconn.Float:
-		w.double(3, v.Float)
-	case sqlconn.Text:
-		w.str(4, v.Text)
-	case sqlconn.Blob:
-		w.bytes(5, v.Blob)
-	default:
-		w.message(1, func(*pbWriter) {})
-	}
-}
-
-func pbCols(w *pbWriter, num protowire.Number, cols []Col) {
-	for _, c := range cols {
-		w.message(num, func(w *pbWriter) {
-			w.optStr(1, c.Name)
-			w.optStr(2, c.DeclType)
-		})
-	}
-}
-
-func pbRow(w *pbWriter, row []Value) {
-	for _, v := range row {
-		w.message(1, func(w *pbWriter) { pbValue(w, sqlconn.Value(v)) })
-	}
-}
-
-// pbRowID writes a decimal rowid string (or a replication index) as the
-// integer the protobuf schema has; nil or unparsable writes nothing.
-func pbRowID(w *pbWriter, num protowire.Number, s *string) {
-	if s == nil {
-		return
-	}
-	if n, err := strconv.ParseInt(*s, 10, 64); err == nil {
-		w.sint64(num, n)
-	}
-}
-
-func pbStmtResult(w *pbWriter, r *StmtResult) {
-	pbCols(w, 1, r.Cols)
-	for _, row := range r.Rows {
-		w.message(2, func(w *pbWriter) { pbRow(w, row) })
-	}
-	w.uvarint(3, uint64(r.AffectedRowCount))
-	pbRowID(w, 4, r.LastInsertRowID)
-	if r.ReplicationIndex != nil {
-		if n, err := strconv.ParseUint(*r.ReplicationIndex, 10, 64); err == nil {
-			w.varint(5, n)
-		}
-	}
-	w.uvarint(6, uint64(r.RowsRead))
-	w.uvarint(7, uint64(r.RowsWritten))
-	if r.QueryDurationMS != 0 {
-		w.double(8, r.QueryDurationMS)
-	}
-}
-
-// pbBatchResult writes the step results and errors as the schema's maps
-// (step index to message); skipped steps have neither.
-func pbBatchResult(w *pbWriter, r *BatchResult) {
-	for i, sr := range r.StepResults {
-		if sr != nil {
-			w.message(1, func(w *pbWriter) {
-				w.varint(1, uint64(i))
-				w.message(2, func(w *pbWriter) { pbStmtResult(w, sr) })
-			})
-		}
-	}
-	for i, e := range r.StepErrors {
-		if e != nil {
-			w.message(2, func(w *pbWriter) {
-				w.varint(1, uint64(i))
-				w.message(2, func(w *pbWriter) { pbError(w, e) })
-			})
-		}
-	}
-}
-
-func pbDescribeResult(w *pbWriter, r *DescribeResult) {
-	for _, p := range r.Params {
-		w.message(1, func(w *pbWriter) { w.optStr(1, p.Name) })
-	}
-	for _, c := range r.Cols {
-		w.message(2, func(w *pbWriter) {
-			w.str(1, c.Name)
-			w.optStr(2, c.DeclType)
-		})
-	}
-	w.boolean(3, r.IsExplain)
-	w.boolean(4, r.IsReadonly)
-}
-
-// EncodeCursorResponse encodes a protobuf cursor answer: the CursorRespBody
-// and then every CursorEntry, each prefixed with its length as a varint.
-func EncodeCursorResponse(head CursorResponse, entries []CursorEntry) []byte {
-	out := &pbWriter{}
-	delimited := func(body func(w *pbWriter)) {
-		msg := &pbWriter{}
-		body(msg)
-		out.b = protowire.AppendVarint(out.b, uint64(len(msg.b)))
-		out.b = append(out.b, msg.b...)
-	}
-	delimited(func(w *pbWriter) {
-		w.optStr(1, head.Baton)
-		w.optStr(2, head.BaseURL)
-	})
-	for _, e := range entries {
-		delimited(func(w *pbWriter) { pbCursorEntry(w, e) })
-	}
-	return out.b
 }
