@@ -14,9 +14,9 @@ import (
 	"github.com/sluicedb/sluice/server/hrana/stream"
 )
 
-// wsConn is one WebSocket connection. Fields below mu are shared with the
+// conn is one WebSocket connection. Fields below mu are shared with the
 // janitor and the stream workers; the others belong to the reading goroutine.
-type wsConn struct {
+type conn struct {
 	srv       *Server
 	ws        *websocket.Conn
 	version   int
@@ -26,7 +26,7 @@ type wsConn struct {
 	cancel    context.CancelFunc
 
 	grant   *Grant
-	streams map[int32]*wsStream
+	streams map[int32]*connStream
 	sqls    map[int32]string // stored SQL texts; replaced, never changed, so requests keep the one they saw
 	cursors map[int32]int32  // cursor id -> stream id
 
@@ -34,7 +34,7 @@ type wsConn struct {
 	workers  sync.WaitGroup
 
 	mu         sync.Mutex
-	live       map[*wsStream]struct{} // streams with a worker
+	live       map[*connStream]struct{} // streams with a worker
 	started    time.Time
 	lastActive time.Time
 	busy       int // requests in flight
@@ -44,16 +44,16 @@ type wsConn struct {
 	closeDone  chan struct{} // closed once the closing handshake is over
 }
 
-// wsProtocolError ends the connection: the client broke the protocol.
-type wsProtocolError struct{ msg string }
+// protocolError ends the connection: the client broke the protocol.
+type protocolError struct{ msg string }
 
-func (e *wsProtocolError) Error() string { return e.msg }
+func (e *protocolError) Error() string { return e.msg }
 
 func protocolErrorf(format string, args ...any) error {
-	return &wsProtocolError{msg: fmt.Sprintf(format, args...)}
+	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
 
-func (c *wsConn) serve() {
+func (c *conn) serve() {
 	janitorDone := make(chan struct{})
 	go func() {
 		defer close(janitorDone)
@@ -74,7 +74,7 @@ func (c *wsConn) serve() {
 		}
 		c.touch(0)
 		if perr := c.handleMessage(typ, data); perr != nil {
-			var pe *wsProtocolError
+			var pe *protocolError
 			if errors.As(perr, &pe) {
 				c.closeWith(websocket.StatusProtocolError, truncate(pe.msg, 120))
 			} else {
@@ -94,7 +94,7 @@ func truncate(s string, n int) string {
 }
 
 // closeWith starts the closing handshake; the reading goroutine then ends.
-func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
+func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -110,14 +110,14 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 }
 
 // touch records activity; delta counts requests starting (+1) or answered (-1).
-func (c *wsConn) touch(delta int) {
+func (c *conn) touch(delta int) {
 	c.mu.Lock()
 	c.lastActive = time.Now()
 	c.busy += delta
 	c.mu.Unlock()
 }
 
-func (c *wsConn) handleMessage(typ websocket.MessageType, data []byte) error {
+func (c *conn) handleMessage(typ websocket.MessageType, data []byte) error {
 	var (
 		msg *proto.ClientMsg
 		err error
@@ -150,7 +150,7 @@ func (c *wsConn) handleMessage(typ websocket.MessageType, data []byte) error {
 	return protocolErrorf("unknown message type %q (want hello or request)", msg.Type)
 }
 
-func (c *wsConn) hello(msg *proto.ClientMsg) error {
+func (c *conn) hello(msg *proto.ClientMsg) error {
 	if c.grant != nil && c.version < 2 {
 		return protocolErrorf("hrana1 allows one hello per connection")
 	}
@@ -178,7 +178,7 @@ func (c *wsConn) hello(msg *proto.ClientMsg) error {
 
 // request dispatches one request. Answers go out when the request is done,
 // in whatever order; requests on one stream run in order.
-func (c *wsConn) request(id int32, req *proto.WSRequest) error {
+func (c *conn) request(id int32, req *proto.WSRequest) error {
 	minVersion, known := proto.WSMinVersion[req.Type]
 	if !known {
 		return protocolErrorf("unknown request type %q", req.Type)
@@ -216,7 +216,7 @@ func (c *wsConn) request(id int32, req *proto.WSRequest) error {
 	return err
 }
 
-func (c *wsConn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) error {
+func (c *conn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	simple := map[string]string{"type": req.Type}
 	switch req.Type {
 	case "open_stream":
@@ -284,7 +284,7 @@ func (c *wsConn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) e
 }
 
 // send writes one message; a failed write ends the connection.
-func (c *wsConn) send(msg *proto.ServerMsg) {
+func (c *conn) send(msg *proto.ServerMsg) {
 	data, err := proto.EncodeServerMsg(msg, c.protobuf)
 	if err != nil {
 		c.srv.log.Error("hrana: encoding a WebSocket message failed", "err", err)
@@ -295,7 +295,7 @@ func (c *wsConn) send(msg *proto.ServerMsg) {
 	if c.protobuf {
 		typ = websocket.MessageBinary
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, wsWriteTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
 	defer cancel()
 	if err := c.ws.Write(ctx, typ, data); err != nil {
 		c.cancel()

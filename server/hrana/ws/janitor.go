@@ -8,7 +8,7 @@ import (
 
 // janitor closes the connection when it idles, when no hello came, or when
 // its credential expired, and rolls back transactions past TxTimeout.
-func (c *wsConn) janitor() {
+func (c *conn) janitor() {
 	idleTimeout := c.srv.cfg.IdleTimeout
 	tick := max(min(c.srv.streams.Config().TxTimeout, idleTimeout, time.Second)/10, 10*time.Millisecond)
 	t := time.NewTicker(tick)
@@ -20,16 +20,16 @@ func (c *wsConn) janitor() {
 		case now := <-t.C:
 			c.mu.Lock()
 			idle := c.busy == 0 && now.Sub(c.lastActive) > idleTimeout
-			noHello := !c.helloDone && now.Sub(c.started) > wsHelloTimeout
+			noHello := !c.helloDone && now.Sub(c.started) > helloTimeout
 			expired := !c.expires.IsZero() && now.After(c.expires)
-			live := make([]*wsStream, 0, len(c.live))
+			live := make([]*connStream, 0, len(c.live))
 			for st := range c.live {
 				live = append(live, st)
 			}
 			c.mu.Unlock()
 			switch {
 			case noHello:
-				c.closeWith(websocket.StatusPolicyViolation, "no hello within "+wsHelloTimeout.String())
+				c.closeWith(websocket.StatusPolicyViolation, "no hello within "+helloTimeout.String())
 			case expired:
 				c.closeWith(websocket.StatusPolicyViolation, "the credential expired: reconnect, or send a hello with a fresh JWT before it expires")
 			case idle:
@@ -45,7 +45,7 @@ func (c *wsConn) janitor() {
 // expireTx rolls back st's transaction once it is open longer than
 // TxTimeout, since it holds the database's writer; the stream then answers
 // every request with the timeout until it is closed.
-func (c *wsConn) expireTx(st *wsStream, now time.Time) {
+func (c *conn) expireTx(st *connStream, now time.Time) {
 	if !st.mu.TryLock() {
 		return // a request is running: its own deadline covers it
 	}
@@ -57,7 +57,7 @@ func (c *wsConn) expireTx(st *wsStream, now time.Time) {
 
 // teardown ends every stream once the connection is gone: queued requests
 // are dropped, transactions rolled back, quota slots returned.
-func (c *wsConn) teardown() {
+func (c *conn) teardown() {
 	for _, st := range c.streams {
 		if st.jobs != nil {
 			close(st.jobs)
@@ -65,7 +65,7 @@ func (c *wsConn) teardown() {
 	}
 	c.workers.Wait()
 	c.mu.Lock()
-	live := make([]*wsStream, 0, len(c.live))
+	live := make([]*connStream, 0, len(c.live))
 	for st := range c.live {
 		live = append(live, st)
 	}

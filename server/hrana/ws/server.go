@@ -52,7 +52,7 @@ type Server struct {
 	streams *stream.Registry
 
 	mu     sync.Mutex
-	conns  map[*wsConn]struct{}
+	conns  map[*conn]struct{}
 	closed bool
 	active sync.WaitGroup // connections being set up or served
 }
@@ -66,15 +66,15 @@ func NewServer(streams *stream.Registry, cfg Config) *Server {
 	return &Server{cfg: cfg, log: log, streams: streams}
 }
 
-// wsSubprotocols in the server's order of preference.
-var wsSubprotocols = []string{"hrana3-protobuf", "hrana3", "hrana2", "hrana1"}
+// subprotocols in the server's order of preference.
+var subprotocols = []string{"hrana3-protobuf", "hrana3", "hrana2", "hrana1"}
 
 const (
-	wsHelloTimeout   = 10 * time.Second
-	wsWriteTimeout   = 30 * time.Second
-	wsMaxInflight    = 256 // requests read but not yet answered, per connection
-	wsStreamQueue    = 64  // requests queued on one stream
-	wsMaxCursorFetch = 1000
+	helloTimeout   = 10 * time.Second
+	writeTimeout   = 30 * time.Second
+	maxInflight    = 256 // requests read but not yet answered, per connection
+	streamQueue    = 64  // requests queued on one stream
+	maxCursorFetch = 1000
 )
 
 // IsUpgrade reports whether r asks to upgrade to a WebSocket.
@@ -103,7 +103,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, authorize Authori
 		return &proto.Error{Code: dberr.CodeUnavailable, Message: "the server is shutting down; retry on another instance"}
 	}
 	defer s.active.Done()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: wsSubprotocols})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: subprotocols})
 	if err != nil {
 		s.log.Debug("hrana: WebSocket upgrade failed", "err", err)
 		return nil // Accept has answered
@@ -124,10 +124,10 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, authorize Authori
 	}
 	ws.SetReadLimit(s.cfg.MaxMessageBytes)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	c := &wsConn{
+	c := &conn{
 		srv: s, ws: ws, version: version, protobuf: protobuf, authorize: authorize,
-		ctx: ctx, cancel: cancel, streams: map[int32]*wsStream{}, sqls: map[int32]string{},
-		cursors: map[int32]int32{}, inflight: make(chan struct{}, wsMaxInflight),
+		ctx: ctx, cancel: cancel, streams: map[int32]*connStream{}, sqls: map[int32]string{},
+		cursors: map[int32]int32{}, inflight: make(chan struct{}, maxInflight),
 		started: time.Now(), lastActive: time.Now(),
 	}
 	if !s.track(c) {
@@ -150,20 +150,20 @@ func (s *Server) enter() bool {
 	return true
 }
 
-func (s *Server) track(c *wsConn) bool {
+func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	if s.conns == nil {
-		s.conns = map[*wsConn]struct{}{}
+		s.conns = map[*conn]struct{}{}
 	}
 	s.conns[c] = struct{}{}
 	return true
 }
 
-func (s *Server) untrack(c *wsConn) {
+func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()

@@ -10,20 +10,20 @@ import (
 	"github.com/sluicedb/sluice/server/hrana/stream"
 )
 
-// wsStream is one stream of a connection and the worker that runs its
+// connStream is one stream of a connection and the worker that runs its
 // requests in order.
-type wsStream struct {
+type connStream struct {
 	id   int32
 	jobs chan func()
 
 	mu      sync.Mutex     // held while a request runs; the janitor skips a busy stream
 	s       *stream.Stream // nil until open_stream succeeded
 	openErr *proto.Error   // why open_stream failed
-	cursor  *wsCursor
+	cursor  *cursor
 }
 
-// wsCursor is a cursor's entries, computed when it opened.
-type wsCursor struct {
+// cursor is a cursor's entries, computed when it opened.
+type cursor struct {
 	id      int32
 	entries []proto.CursorEntry
 	err     *proto.Error
@@ -31,7 +31,7 @@ type wsCursor struct {
 
 // lookup returns the stream a request names; naming one that is not open
 // is a protocol error.
-func (c *wsConn) lookup(id *int32) (*wsStream, error) {
+func (c *conn) lookup(id *int32) (*connStream, error) {
 	if id == nil {
 		return nil, protocolErrorf("the request needs a stream_id")
 	}
@@ -44,7 +44,7 @@ func (c *wsConn) lookup(id *int32) (*wsStream, error) {
 
 // ready returns the stream's state for a request, or why it cannot run.
 // Called by the stream's worker.
-func (st *wsStream) ready() (*stream.Stream, *proto.Error) {
+func (st *connStream) ready() (*stream.Stream, *proto.Error) {
 	if st.s == nil {
 		e := *st.openErr
 		e.Message = fmt.Sprintf("stream %d failed to open: %s", st.id, e.Message)
@@ -54,7 +54,7 @@ func (st *wsStream) ready() (*stream.Stream, *proto.Error) {
 }
 
 // enqueue runs job on st's worker, after the requests queued before it.
-func (c *wsConn) enqueue(st *wsStream, job func()) {
+func (c *conn) enqueue(st *connStream, job func()) {
 	select {
 	case st.jobs <- func() {
 		st.mu.Lock()
@@ -65,7 +65,7 @@ func (c *wsConn) enqueue(st *wsStream, job func()) {
 	}
 }
 
-func (c *wsConn) openStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
+func (c *conn) openStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	if req.StreamID == nil {
 		return protocolErrorf("open_stream needs a stream_id")
 	}
@@ -77,17 +77,17 @@ func (c *wsConn) openStream(req *proto.WSRequest, reply func(any, *proto.Error))
 	if len(c.streams) >= 2*limit {
 		return errors.New("too many streams left open on one connection, even after failing to open them: close them")
 	}
-	st := &wsStream{id: id}
+	st := &connStream{id: id}
 	c.streams[id] = st
 	if len(c.live) >= limit {
 		st.openErr = &proto.Error{Code: dberr.CodeStreamLimit, Message: fmt.Sprintf("a connection may have %d streams open at once; close some first", limit)}
 		reply(nil, st.openErr)
 		return nil
 	}
-	st.jobs = make(chan func(), wsStreamQueue)
+	st.jobs = make(chan func(), streamQueue)
 	c.mu.Lock()
 	if c.live == nil {
-		c.live = map[*wsStream]struct{}{}
+		c.live = map[*connStream]struct{}{}
 	}
 	c.live[st] = struct{}{}
 	c.mu.Unlock()
@@ -121,7 +121,7 @@ func (c *wsConn) openStream(req *proto.WSRequest, reply func(any, *proto.Error))
 	return nil
 }
 
-func (c *wsConn) closeStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
+func (c *conn) closeStream(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	st, err := c.lookup(req.StreamID)
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func (c *wsConn) closeStream(req *proto.WSRequest, reply func(any, *proto.Error)
 
 // endStream rolls back what the stream holds and returns its quota slot.
 // Called by the stream's worker, or by teardown after the workers ended.
-func (c *wsConn) endStream(st *wsStream) {
+func (c *conn) endStream(st *connStream) {
 	c.mu.Lock()
 	delete(c.live, st)
 	c.mu.Unlock()
@@ -161,7 +161,7 @@ func (c *wsConn) endStream(st *wsStream) {
 	c.srv.streams.End(s)
 }
 
-func (c *wsConn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error)) error {
+func (c *conn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	st, err := c.lookup(req.StreamID)
 	if err != nil {
 		return err
@@ -191,7 +191,7 @@ func (c *wsConn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error))
 	c.enqueue(st, func() {
 		s, e := st.ready()
 		if e != nil {
-			st.cursor = &wsCursor{id: cid, err: e}
+			st.cursor = &cursor{id: cid, err: e}
 			reply(nil, e)
 			return
 		}
@@ -199,13 +199,13 @@ func (c *wsConn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error))
 		x, cancel := c.srv.streams.NewExecution(c.ctx, s)
 		entries := x.Cursor(req.Batch)
 		cancel()
-		st.cursor = &wsCursor{id: cid, entries: entries}
+		st.cursor = &cursor{id: cid, entries: entries}
 		reply(map[string]string{"type": "open_cursor"}, nil)
 	})
 	return nil
 }
 
-func (c *wsConn) cursorRequest(req *proto.WSRequest, reply func(any, *proto.Error)) error {
+func (c *conn) cursorRequest(req *proto.WSRequest, reply func(any, *proto.Error)) error {
 	if req.CursorID == nil {
 		return protocolErrorf("%s needs a cursor_id", req.Type)
 	}
@@ -229,7 +229,7 @@ func (c *wsConn) cursorRequest(req *proto.WSRequest, reply func(any, *proto.Erro
 	}
 	maxCount := 0
 	if req.MaxCount != nil {
-		maxCount = int(min(*req.MaxCount, wsMaxCursorFetch))
+		maxCount = int(min(*req.MaxCount, maxCursorFetch))
 	}
 	c.enqueue(st, func() {
 		cur := st.cursor
