@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/proto"
-	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -40,7 +39,7 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
 		return
 	}
-	if e := stream.ValidateBatch(body.Batch); e != nil {
+	if e := body.Batch.Validate(); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
 
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -20,13 +21,13 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
 	}
-	body, err := proto.DecodePipelineRequest(data)
+	body, err := hranapb.DecodePipelineRequest(data)
 	if err != nil {
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
 		return nil
 	}
 	return h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *proto.PipelineResponse, bm dbhost.Bookmark) {
-		out, err := proto.EncodePipelineResponse(resp)
+		out, err := hranapb.EncodePipelineResponse(resp)
 		if err != nil {
 			// The requests ran: say so rather than pretend nothing happened.
 			h.log.Error("hrana: encoding a protobuf pipeline response failed", "err", err)
@@ -44,13 +45,13 @@ func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	body, err := proto.DecodeCursorRequest(data)
+	body, err := hranapb.DecodeCursorRequest(data)
 	if err != nil {
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
 		return
 	}
 	h.runCursor(w, r, db, body, func(w http.ResponseWriter, head proto.CursorResponse, entries []proto.CursorEntry) {
-		writeProtobuf(w, proto.EncodeCursorResponse(head, entries), 0)
+		writeProtobuf(w, hranapb.EncodeCursorResponse(head, entries), 0)
 	})
 }
 

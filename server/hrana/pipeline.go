@@ -27,7 +27,7 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
 	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
 	for i := range body.Requests {
-		if e := stream.ValidateRequest(&body.Requests[i]); e != nil {
+		if e := body.Requests[i].Validate(); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
 			writeHTTPError(w, http.StatusBadRequest, e)
 			return nil

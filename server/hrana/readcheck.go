@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/hrana/stream"
 )
@@ -48,7 +49,7 @@ func InspectRead(path string, body []byte) Read {
 		}
 		requests = p.Requests
 	case "/v3-protobuf/pipeline":
-		p, err := proto.DecodePipelineRequest(body)
+		p, err := hranapb.DecodePipelineRequest(body)
 		if err != nil {
 			return Read{Replica: true}
 		}
@@ -72,7 +73,7 @@ func InspectRead(path string, body []byte) Read {
 		return Read{}
 	}
 	for i := range requests {
-		if stream.ValidateRequest(&requests[i]) != nil {
+		if requests[i].Validate() != nil {
 			return Read{Replica: true}
 		}
 	}

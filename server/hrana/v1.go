@@ -66,7 +66,7 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
 		return nil
 	}
-	if e := stream.ValidateBatch(body.Batch); e != nil {
+	if e := body.Batch.Validate(); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
 	}

@@ -53,28 +53,3 @@ func (e CursorEntry) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{"type": "error", "error": e.Err})
 }
-
-// pbCursorEntry encodes e as a protobuf CursorEntry.
-func pbCursorEntry(w *pbWriter, e CursorEntry) {
-	switch e.Type {
-	case "step_begin":
-		w.message(1, func(w *pbWriter) {
-			w.uvarint(1, uint64(e.Step))
-			pbCols(w, 2, e.Cols)
-		})
-	case "step_end":
-		w.message(2, func(w *pbWriter) {
-			w.uvarint(1, uint64(e.Affected))
-			pbRowID(w, 2, e.RowID)
-		})
-	case "step_error":
-		w.message(3, func(w *pbWriter) {
-			w.uvarint(1, uint64(e.Step))
-			w.message(2, func(w *pbWriter) { pbError(w, e.Err) })
-		})
-	case "row":
-		w.message(4, func(w *pbWriter) { pbRow(w, e.Row) })
-	default:
-		w.message(5, func(w *pbWriter) { pbError(w, e.Err) })
-	}
-}

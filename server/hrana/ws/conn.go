@@ -2,6 +2,7 @@ package ws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/hrana/stream"
 )
@@ -124,9 +126,9 @@ func (c *conn) handleMessage(typ websocket.MessageType, data []byte) error {
 	)
 	switch {
 	case c.protobuf && typ == websocket.MessageBinary:
-		msg, err = proto.DecodeClientMsgProtobuf(data)
+		msg, err = hranapb.DecodeClientMsg(data)
 	case !c.protobuf && typ == websocket.MessageText:
-		msg, err = proto.DecodeClientMsgJSON(data)
+		msg, err = proto.DecodeClientMsg(data)
 	case c.protobuf:
 		return protocolErrorf("hrana3-protobuf takes binary messages only")
 	default:
@@ -260,7 +262,7 @@ func (c *conn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) err
 	if err != nil {
 		return err
 	}
-	if e := stream.ValidateRequest(&req.StreamRequest); e != nil {
+	if e := req.StreamRequest.Validate(); e != nil {
 		return protocolErrorf("%s", e.Message)
 	}
 	sqls := c.sqls
@@ -283,13 +285,21 @@ func (c *conn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) err
 	return nil
 }
 
+// encode encodes msg in the connection's encoding.
+func (c *conn) encode(msg *proto.ServerMsg) ([]byte, error) {
+	if c.protobuf {
+		return hranapb.EncodeServerMsg(msg)
+	}
+	return json.Marshal(msg)
+}
+
 // send writes one message; a failed write ends the connection.
 func (c *conn) send(msg *proto.ServerMsg) {
-	data, err := proto.EncodeServerMsg(msg, c.protobuf)
+	data, err := c.encode(msg)
 	if err != nil {
 		c.srv.log.Error("hrana: encoding a WebSocket message failed", "err", err)
-		data, _ = proto.EncodeServerMsg(&proto.ServerMsg{Type: "response_error", RequestID: msg.RequestID,
-			Error: &proto.Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}}, c.protobuf)
+		data, _ = c.encode(&proto.ServerMsg{Type: "response_error", RequestID: msg.RequestID,
+			Error: &proto.Error{Code: dberr.CodeInternalError, Message: "the request ran but its response could not be encoded: " + err.Error()}})
 	}
 	typ := websocket.MessageText
 	if c.protobuf {

@@ -178,7 +178,7 @@ func (c *conn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error)) e
 			return protocolErrorf("stream %d already has an open cursor; close it first", st.id)
 		}
 	}
-	if e := stream.ValidateBatch(req.Batch); e != nil {
+	if e := req.Batch.Validate(); e != nil {
 		return protocolErrorf("%s", e.Message)
 	}
 	c.cursors[cid] = st.id

@@ -1,21 +1,22 @@
-package proto
+package hranapb
 
 import (
 	"errors"
 	"fmt"
 	"math"
 
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The shared structures of the Hrana 3 protobuf schema (docs/HRANA_3_SPEC.md,
 // "Shared structures" and "Hrana over HTTP"), decoded into the types of the
-// JSON encoding (pbencode.go encodes them).
+// JSON encoding (encode.go encodes them).
 
 // DecodePipelineRequest decodes a protobuf PipelineReqBody.
-func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
-	body := &PipelineRequest{}
+func DecodePipelineRequest(b []byte) (*proto.PipelineRequest, error) {
+	body := &proto.PipelineRequest{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -39,8 +40,8 @@ func DecodePipelineRequest(b []byte) (*PipelineRequest, error) {
 }
 
 // DecodeCursorRequest decodes a protobuf CursorReqBody.
-func DecodeCursorRequest(b []byte) (*CursorRequest, error) {
-	body := &CursorRequest{}
+func DecodeCursorRequest(b []byte) (*proto.CursorRequest, error) {
+	body := &proto.CursorRequest{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -65,8 +66,8 @@ var streamRequestTypes = map[protowire.Number]string{
 	1: "close", 2: "execute", 3: "batch", 4: "sequence", 5: "describe", 6: "store_sql", 7: "close_sql", 8: "get_autocommit",
 }
 
-func pbDecodeStreamRequest(b []byte) (StreamRequest, error) {
-	var req StreamRequest
+func pbDecodeStreamRequest(b []byte) (proto.StreamRequest, error) {
+	var req proto.StreamRequest
 	err := pbEach(b, func(f pbField) error {
 		typ, ok := streamRequestTypes[f.num]
 		if !ok {
@@ -76,7 +77,7 @@ func pbDecodeStreamRequest(b []byte) (StreamRequest, error) {
 		if err != nil {
 			return err
 		}
-		req = StreamRequest{Type: typ} // a oneof: the last one wins
+		req = proto.StreamRequest{Type: typ} // a oneof: the last one wins
 		return pbDecodeRequestFields(m, &req, 0)
 	})
 	return req, err
@@ -85,7 +86,7 @@ func pbDecodeStreamRequest(b []byte) (StreamRequest, error) {
 // pbDecodeRequestFields decodes the body of one stream request (HTTP) or
 // WebSocket request into req. Field numbers start after first (the
 // WebSocket requests put stream_id first).
-func pbDecodeRequestFields(b []byte, req *StreamRequest, first protowire.Number) error {
+func pbDecodeRequestFields(b []byte, req *proto.StreamRequest, first protowire.Number) error {
 	return pbEach(b, func(f pbField) error {
 		var err error
 		switch req.Type {
@@ -136,8 +137,8 @@ func pbDecodeRequestFields(b []byte, req *StreamRequest, first protowire.Number)
 	})
 }
 
-func pbDecodeStmt(b []byte) (*Stmt, error) {
-	st := &Stmt{}
+func pbDecodeStmt(b []byte) (*proto.Stmt, error) {
+	st := &proto.Stmt{}
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1:
@@ -178,8 +179,8 @@ func pbDecodeStmt(b []byte) (*Stmt, error) {
 	return st, err
 }
 
-func pbDecodeNamedArg(b []byte) (NamedArg, error) {
-	var a NamedArg
+func pbDecodeNamedArg(b []byte) (proto.NamedArg, error) {
+	var a proto.NamedArg
 	hasValue := false
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
@@ -206,28 +207,28 @@ func pbDecodeNamedArg(b []byte) (NamedArg, error) {
 
 var errValueWithoutType = errors.New("a value has no type (want null, integer, float, text or blob)")
 
-func pbDecodeValue(b []byte) (Value, error) {
-	var v Value
+func pbDecodeValue(b []byte) (proto.Value, error) {
+	var v proto.Value
 	set := false
 	err := pbEach(b, func(f pbField) error {
 		var err error
 		switch f.num {
 		case 1:
 			_, err = f.message()
-			v = Value{Type: sqlconn.Null}
+			v = proto.Value{Type: sqlconn.Null}
 		case 2:
 			err = f.want(protowire.VarintType)
-			v = Value{Type: sqlconn.Integer, Int: protowire.DecodeZigZag(f.val)}
+			v = proto.Value{Type: sqlconn.Integer, Int: protowire.DecodeZigZag(f.val)}
 		case 3:
 			err = f.want(protowire.Fixed64Type)
-			v = Value{Type: sqlconn.Float, Float: math.Float64frombits(f.val)}
+			v = proto.Value{Type: sqlconn.Float, Float: math.Float64frombits(f.val)}
 		case 4:
 			var s string
 			s, err = f.str()
-			v = Value{Type: sqlconn.Text, Text: s}
+			v = proto.Value{Type: sqlconn.Text, Text: s}
 		case 5:
 			err = f.want(protowire.BytesType)
-			v = Value{Type: sqlconn.Blob, Blob: append([]byte{}, f.raw...)}
+			v = proto.Value{Type: sqlconn.Blob, Blob: append([]byte{}, f.raw...)}
 		default:
 			return nil
 		}
@@ -240,8 +241,8 @@ func pbDecodeValue(b []byte) (Value, error) {
 	return v, err
 }
 
-func pbDecodeBatch(b []byte) (*Batch, error) {
-	batch := &Batch{Steps: []BatchStep{}}
+func pbDecodeBatch(b []byte) (*proto.Batch, error) {
+	batch := &proto.Batch{Steps: []proto.BatchStep{}}
 	err := pbEach(b, func(f pbField) error {
 		if f.num != 1 {
 			return nil
@@ -250,7 +251,7 @@ func pbDecodeBatch(b []byte) (*Batch, error) {
 		if err != nil {
 			return err
 		}
-		var step BatchStep
+		var step proto.BatchStep
 		hasStmt := false
 		err = pbEach(m, func(f pbField) error {
 			switch f.num {
@@ -287,16 +288,16 @@ func pbDecodeBatch(b []byte) (*Batch, error) {
 	return batch, err
 }
 
-func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
+func pbDecodeCond(b []byte, depth int) (proto.BatchCond, error) {
 	if depth > maxCondDepth {
-		return BatchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", maxCondDepth)
+		return proto.BatchCond{}, fmt.Errorf("batch conditions nest deeper than %d levels", maxCondDepth)
 	}
-	var c BatchCond // no field set: type "", which validation refuses
+	var c proto.BatchCond // no field set: type "", which validation refuses
 	err := pbEach(b, func(f pbField) error {
 		switch f.num {
 		case 1, 2:
 			step, err := f.uint32()
-			c = BatchCond{Type: map[protowire.Number]string{1: "ok", 2: "error"}[f.num], Step: &step}
+			c = proto.BatchCond{Type: map[protowire.Number]string{1: "ok", 2: "error"}[f.num], Step: &step}
 			return err
 		case 3:
 			m, err := f.message()
@@ -304,14 +305,14 @@ func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
 				return err
 			}
 			inner, err := pbDecodeCond(m, depth+1)
-			c = BatchCond{Type: "not", Cond: &inner}
+			c = proto.BatchCond{Type: "not", Cond: &inner}
 			return err
 		case 4, 5:
 			m, err := f.message()
 			if err != nil {
 				return err
 			}
-			c = BatchCond{Type: map[protowire.Number]string{4: "and", 5: "or"}[f.num], Conds: []BatchCond{}}
+			c = proto.BatchCond{Type: map[protowire.Number]string{4: "and", 5: "or"}[f.num], Conds: []proto.BatchCond{}}
 			return pbEach(m, func(f pbField) error {
 				if f.num != 1 {
 					return nil
@@ -326,7 +327,7 @@ func pbDecodeCond(b []byte, depth int) (BatchCond, error) {
 			})
 		case 6:
 			_, err := f.message()
-			c = BatchCond{Type: "is_autocommit"}
+			c = proto.BatchCond{Type: "is_autocommit"}
 			return err
 		}
 		return nil

@@ -1,4 +1,4 @@
-package proto
+package hranapb
 
 // Encoding the shared structures of the Hrana 3 protobuf schema from the
 // types of the JSON encoding.
@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // EncodePipelineResponse encodes a PipelineRespBody.
-func EncodePipelineResponse(resp *PipelineResponse) ([]byte, error) {
+func EncodePipelineResponse(resp *proto.PipelineResponse) ([]byte, error) {
 	w := &pbWriter{}
 	w.optStr(1, resp.Baton)
 	w.optStr(2, resp.BaseURL)
@@ -46,7 +47,7 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 		auto   bool
 	)
 	switch m := resp.(type) {
-	case ExecuteResponse:
+	case proto.ExecuteResponse:
 		typ, result = "execute", m.Result
 		if m.Result == nil {
 			return fmt.Errorf("hrana: an execute response without its result")
@@ -69,11 +70,11 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 		switch r := result.(type) {
 		case nil:
 			w.boolean(1, auto) // GetAutocommitResp; the other responses without a result are empty
-		case *StmtResult:
+		case *proto.StmtResult:
 			w.message(1, func(w *pbWriter) { pbStmtResult(w, r) })
-		case *BatchResult:
+		case *proto.BatchResult:
 			w.message(1, func(w *pbWriter) { pbBatchResult(w, r) })
-		case *DescribeResult:
+		case *proto.DescribeResult:
 			w.message(1, func(w *pbWriter) { pbDescribeResult(w, r) })
 		default:
 			err = fmt.Errorf("hrana: no protobuf encoding for a %q result of type %T", typ, result)
@@ -82,9 +83,9 @@ func pbStreamResponse(w *pbWriter, resp any, fields map[string]protowire.Number)
 	return err
 }
 
-func pbError(w *pbWriter, e *Error) {
+func pbError(w *pbWriter, e *proto.Error) {
 	if e == nil {
-		e = &Error{Message: "unknown error"}
+		e = &proto.Error{Message: "unknown error"}
 	}
 	w.str(1, e.Message)
 	if e.Code != "" {
@@ -107,7 +108,7 @@ func pbValue(w *pbWriter, v sqlconn.Value) {
 	}
 }
 
-func pbCols(w *pbWriter, num protowire.Number, cols []Col) {
+func pbCols(w *pbWriter, num protowire.Number, cols []proto.Col) {
 	for _, c := range cols {
 		w.message(num, func(w *pbWriter) {
 			w.optStr(1, c.Name)
@@ -116,7 +117,7 @@ func pbCols(w *pbWriter, num protowire.Number, cols []Col) {
 	}
 }
 
-func pbRow(w *pbWriter, row []Value) {
+func pbRow(w *pbWriter, row []proto.Value) {
 	for _, v := range row {
 		w.message(1, func(w *pbWriter) { pbValue(w, sqlconn.Value(v)) })
 	}
@@ -133,7 +134,7 @@ func pbRowID(w *pbWriter, num protowire.Number, s *string) {
 	}
 }
 
-func pbStmtResult(w *pbWriter, r *StmtResult) {
+func pbStmtResult(w *pbWriter, r *proto.StmtResult) {
 	pbCols(w, 1, r.Cols)
 	for _, row := range r.Rows {
 		w.message(2, func(w *pbWriter) { pbRow(w, row) })
@@ -154,7 +155,7 @@ func pbStmtResult(w *pbWriter, r *StmtResult) {
 
 // pbBatchResult writes the step results and errors as the schema's maps
 // (step index to message); skipped steps have neither.
-func pbBatchResult(w *pbWriter, r *BatchResult) {
+func pbBatchResult(w *pbWriter, r *proto.BatchResult) {
 	for i, sr := range r.StepResults {
 		if sr != nil {
 			w.message(1, func(w *pbWriter) {
@@ -173,7 +174,7 @@ func pbBatchResult(w *pbWriter, r *BatchResult) {
 	}
 }
 
-func pbDescribeResult(w *pbWriter, r *DescribeResult) {
+func pbDescribeResult(w *pbWriter, r *proto.DescribeResult) {
 	for _, p := range r.Params {
 		w.message(1, func(w *pbWriter) { w.optStr(1, p.Name) })
 	}
@@ -189,7 +190,7 @@ func pbDescribeResult(w *pbWriter, r *DescribeResult) {
 
 // EncodeCursorResponse encodes a protobuf cursor answer: the CursorRespBody
 // and then every CursorEntry, each prefixed with its length as a varint.
-func EncodeCursorResponse(head CursorResponse, entries []CursorEntry) []byte {
+func EncodeCursorResponse(head proto.CursorResponse, entries []proto.CursorEntry) []byte {
 	out := &pbWriter{}
 	delimited := func(body func(w *pbWriter)) {
 		msg := &pbWriter{}
@@ -205,4 +206,29 @@ func EncodeCursorResponse(head CursorResponse, entries []CursorEntry) []byte {
 		delimited(func(w *pbWriter) { pbCursorEntry(w, e) })
 	}
 	return out.b
+}
+
+// pbCursorEntry encodes e as a protobuf CursorEntry.
+func pbCursorEntry(w *pbWriter, e proto.CursorEntry) {
+	switch e.Type {
+	case "step_begin":
+		w.message(1, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Step))
+			pbCols(w, 2, e.Cols)
+		})
+	case "step_end":
+		w.message(2, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Affected))
+			pbRowID(w, 2, e.RowID)
+		})
+	case "step_error":
+		w.message(3, func(w *pbWriter) {
+			w.uvarint(1, uint64(e.Step))
+			w.message(2, func(w *pbWriter) { pbError(w, e.Err) })
+		})
+	case "row":
+		w.message(4, func(w *pbWriter) { pbRow(w, e.Row) })
+	default:
+		w.message(5, func(w *pbWriter) { pbError(w, e.Err) })
+	}
 }

@@ -1,10 +1,11 @@
-package proto
+package hranapb
 
 import (
 	"math/rand"
 	"strings"
 	"testing"
 
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -14,8 +15,8 @@ import (
 func TestProtobufLongNestedMessages(t *testing.T) {
 	for _, n := range []int{0, 127, 128, 16383, 16384, 3 << 20} {
 		text, col := strings.Repeat("x", n), "c"
-		res := &StmtResult{Cols: []Col{{Name: &col}}, Rows: [][]Value{{{Type: sqlconn.Text, Text: text}}}}
-		out, err := EncodePipelineResponse(&PipelineResponse{Results: []StreamResult{{Type: "ok", Response: map[string]any{"type": "execute", "result": res}}}})
+		res := &proto.StmtResult{Cols: []proto.Col{{Name: &col}}, Rows: [][]proto.Value{{{Type: sqlconn.Text, Text: text}}}}
+		out, err := EncodePipelineResponse(&proto.PipelineResponse{Results: []proto.StreamResult{{Type: "ok", Response: map[string]any{"type": "execute", "result": res}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
