@@ -7,7 +7,8 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/ws"
 )
 
 // webSocketOr serves Hrana over WebSocket for an upgrade request to / (the
@@ -17,7 +18,7 @@ import (
 // with the upgrade request's Authorization header).
 func (s *Server) webSocketOr(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !hrana.IsWebSocket(r) {
+		if !ws.IsUpgrade(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -52,26 +53,26 @@ func webSocketDatabase(r *http.Request) (string, bool) {
 // header when the hello has none) as the HTTP routes check a bearer token: a
 // token that may not read the database is refused, a read-only one gets the
 // read-only view.
-func (s *Server) webSocketAuthorizer(r *http.Request, name string) hrana.WSAuthorizer {
+func (s *Server) webSocketAuthorizer(r *http.Request, name string) ws.Authorizer {
 	upgradeHeader := r.Header.Get("Authorization")
-	return func(ctx context.Context, jwt string) (*hrana.WSGrant, *hrana.Error) {
+	return func(ctx context.Context, jwt string) (*ws.Grant, *proto.Error) {
 		header := upgradeHeader
 		if jwt != "" {
 			header = "Bearer " + jwt
 		}
 		p, err := s.auth.Authenticate(header)
 		if err != nil {
-			return nil, &hrana.Error{Code: dberr.CodeUnauthorized, Message: err.Error()}
+			return nil, &proto.Error{Code: dberr.CodeUnauthorized, Message: err.Error()}
 		}
 		if !p.CanRead(name) {
-			return nil, &hrana.Error{Code: dberr.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
+			return nil, &proto.Error{Code: dberr.CodeForbidden, Message: "this token may not use database \"" + name + "\""}
 		}
 		owner := ""
 		if s.auth.Required() {
 			owner = p.Key()
 		}
 		readOnly := !p.CanWrite(name)
-		return &hrana.WSGrant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
+		return &ws.Grant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
 			db, err := s.host.Get(ctx, name)
 			if err != nil {
 				return nil, err

@@ -2,8 +2,10 @@ package hrana
 
 import (
 	"encoding/json"
-	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
+
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -13,12 +15,12 @@ import (
 // bounded by the request size limits of the statements themselves), then the
 // entries are written.
 func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database) {
-	var body cursorReqBody
+	var body proto.CursorRequest
 	if e := h.decodeBody(w, r, &body); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	h.runCursor(w, r, db, &body, func(w http.ResponseWriter, head cursorRespBody, entries []cursorEntry) {
+	h.runCursor(w, r, db, &body, func(w http.ResponseWriter, head proto.CursorResponse, entries []proto.CursorEntry) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		enc := json.NewEncoder(w) // Encode ends every entry with a newline
@@ -31,39 +33,30 @@ func (h *Handler) serveCursor(w http.ResponseWriter, r *http.Request, db dbhost.
 
 // runCursor runs a cursor request's batch on its stream and hands the
 // answer's head and entries to answer, in the request's encoding.
-func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *cursorReqBody,
-	answer func(http.ResponseWriter, cursorRespBody, []cursorEntry)) {
+func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.CursorRequest,
+	answer func(http.ResponseWriter, proto.CursorResponse, []proto.CursorEntry)) {
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "cursor needs a batch"})
 		return
 	}
-	if e := validateBatch(body.Batch); e != nil {
+	if e := body.Batch.Validate(); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	s, status, e := h.acquire(body.Baton, db, ownerFrom(r.Context()), false)
+	s, refusal, e := h.streams.Acquire(body.Baton, db, ownerFrom(r.Context()), false)
 	if e != nil {
-		writeHTTPError(w, status, e)
+		writeHTTPError(w, refusalStatus(refusal), e)
 		return
 	}
 	released := false
 	defer h.endOnPanic(w, s, &released)
-	x, cancel := h.newExecution(r.Context(), s)
+	x, cancel := h.streams.NewExecution(r.Context(), s)
 	defer cancel()
-	var (
-		res    *batchResultJSON
-		failed *Error
-	)
-	switch {
-	case s.dead != nil:
-		failed = s.dead
-	default:
-		res, failed = x.batch(body.Batch)
-	}
-	baton := h.release(s)
+	entries := x.Cursor(body.Batch)
+	baton := h.streams.Release(s)
 	released = true
-	if x.bookmark > 0 {
-		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(x.bookmark))
+	if bm := x.Bookmark(); bm > 0 {
+		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
-	answer(w, cursorRespBody{Baton: baton}, cursorEntries(res, failed))
+	answer(w, proto.CursorResponse{Baton: baton}, entries)
 }

@@ -2,7 +2,6 @@ package hrana
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,9 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/groupcommit"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
+	"github.com/sluicedb/sluice/server/hrana/ws"
 	"github.com/sluicedb/sluice/server/httperr"
 )
 
@@ -63,98 +65,59 @@ type Config struct {
 }
 
 const (
-	defaultIdleTimeout  = 10 * time.Second
-	defaultTxTimeout    = 5 * time.Second
-	defaultMaxBodyBytes = 8 << 20 // same default as the server's request limit
-	maxStoredSQL        = 150     // per stream, as sqld
-
-	defaultMaxStreamsPerToken    = 1000
-	defaultMaxStreamsPerDatabase = 5000
-	defaultMaxStreams            = 20000
-	defaultMaxSessionsPerToken   = 16
-	defaultRequestTimeout        = 10 * time.Second
-	defaultWebSocketIdleTimeout  = 2 * time.Minute
-	defaultMaxStreamsPerConn     = 128
+	defaultMaxBodyBytes         = 8 << 20 // same default as the server's request limit
+	defaultWebSocketIdleTimeout = 2 * time.Minute
+	defaultMaxStreamsPerConn    = 128
 )
 
-// Handler serves Hrana over HTTP for the database found in the request context.
+// Handler serves Hrana over HTTP for the database found in the request
+// context, and over WebSocket (server/hrana/ws) for the one the router chose.
 type Handler struct {
-	cfg    Config
-	log    *slog.Logger
-	signer batonSigner
+	cfg     Config
+	log     *slog.Logger
+	streams *stream.Registry
+	ws      *ws.Server
 
-	mu       sync.Mutex
-	streams  map[streamID]*stream
-	perOwner map[string]int // counted streams by owner
-	perDB    map[string]int // counted streams by database
-	total    int            // counted streams
-	sessions map[string]int // interactive sessions by owner
-	closed   bool
-
-	stop      chan struct{}
-	reaperOut chan struct{}
 	closeOnce sync.Once
-
-	// WebSocket connections (ws.go).
-	wsMu     sync.Mutex
-	wsConns  map[*wsConn]struct{}
-	wsClosed bool
-	wsActive sync.WaitGroup
 }
 
 // NewHandler returns a handler and starts its stream reaper; call Close to stop it.
 func NewHandler(cfg Config) *Handler {
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = defaultIdleTimeout
-	}
-	if cfg.TxTimeout <= 0 {
-		cfg.TxTimeout = defaultTxTimeout
-	}
-	cfg.MaxStreamsPerToken = orDefault(cfg.MaxStreamsPerToken, defaultMaxStreamsPerToken)
-	cfg.MaxStreamsPerDatabase = orDefault(cfg.MaxStreamsPerDatabase, defaultMaxStreamsPerDatabase)
-	cfg.MaxStreams = orDefault(cfg.MaxStreams, defaultMaxStreams)
-	cfg.MaxSessionsPerToken = orDefault(cfg.MaxSessionsPerToken, defaultMaxSessionsPerToken)
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = defaultRequestTimeout
-	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if cfg.WebSocketIdleTimeout <= 0 {
 		cfg.WebSocketIdleTimeout = defaultWebSocketIdleTimeout
 	}
-	cfg.MaxStreamsPerConnection = orDefault(cfg.MaxStreamsPerConnection, defaultMaxStreamsPerConn)
-	key := cfg.BatonKey
-	if len(key) == 0 {
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			panic("hrana: no randomness for the baton key: " + err.Error())
-		}
+	if cfg.MaxStreamsPerConnection <= 0 {
+		cfg.MaxStreamsPerConnection = defaultMaxStreamsPerConn
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{
-		cfg:       cfg,
-		log:       log,
-		signer:    batonSigner{key: key},
-		streams:   map[streamID]*stream{},
-		perOwner:  map[string]int{},
-		perDB:     map[string]int{},
-		sessions:  map[string]int{},
-		stop:      make(chan struct{}),
-		reaperOut: make(chan struct{}),
+	streams := stream.NewRegistry(stream.Config{
+		IdleTimeout:           cfg.IdleTimeout,
+		TxTimeout:             cfg.TxTimeout,
+		BatonKey:              cfg.BatonKey,
+		Logger:                log,
+		MaxStreamsPerToken:    cfg.MaxStreamsPerToken,
+		MaxStreamsPerDatabase: cfg.MaxStreamsPerDatabase,
+		MaxStreams:            cfg.MaxStreams,
+		MaxSessionsPerToken:   cfg.MaxSessionsPerToken,
+		RequestTimeout:        cfg.RequestTimeout,
+	})
+	return &Handler{
+		cfg:     cfg,
+		log:     log,
+		streams: streams,
+		ws: ws.NewServer(streams, ws.Config{
+			MaxMessageBytes:         cfg.MaxBodyBytes,
+			IdleTimeout:             cfg.WebSocketIdleTimeout,
+			MaxStreamsPerConnection: cfg.MaxStreamsPerConnection,
+			Logger:                  log,
+		}),
 	}
-	go h.reap()
-	return h
-}
-
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 type dbKey struct{}
@@ -194,7 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch path {
 	case "/v2", "/v3", "/v2/", "/v3/", "/v3-protobuf", "/v3-protobuf/":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
+			writeHTTPError(w, http.StatusMethodNotAllowed, &proto.Error{Code: dberr.CodeMethodNotAllowed, Message: "use GET on " + path})
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -205,17 +168,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		post = answersAlways(h.serveCursorProtobuf)
 	default:
 		if post = h.readablePost(path); post == nil {
-			writeHTTPError(w, http.StatusNotFound, &Error{Code: dberr.CodeNotFound, Message: "no Hrana endpoint at " + r.URL.Path})
+			writeHTTPError(w, http.StatusNotFound, &proto.Error{Code: dberr.CodeNotFound, Message: "no Hrana endpoint at " + r.URL.Path})
 			return
 		}
 	}
 	if r.Method != http.MethodPost {
-		writeHTTPError(w, http.StatusMethodNotAllowed, &Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
+		writeHTTPError(w, http.StatusMethodNotAllowed, &proto.Error{Code: dberr.CodeMethodNotAllowed, Message: "use POST on " + path})
 		return
 	}
 	db := databaseFrom(r.Context())
 	if db == nil {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: "NO_DATABASE",
+		writeHTTPError(w, http.StatusInternalServerError, &proto.Error{Code: "NO_DATABASE",
 			Message: "the router passed no database to the Hrana handler (server bug)"})
 		return
 	}
@@ -275,22 +238,7 @@ func (h *Handler) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		h.CloseWebSockets(ctx)
 		cancel()
-		close(h.stop)
-		<-h.reaperOut
-		h.mu.Lock()
-		h.closed = true
-		var sessions []dbhost.Session
-		for id, s := range h.streams {
-			if s.sess != nil && !s.busy {
-				sessions = append(sessions, s.sess)
-				s.sess = nil
-			}
-			delete(h.streams, id)
-		}
-		h.mu.Unlock()
-		for _, sess := range sessions {
-			h.closeSession(sess, "handler closed")
-		}
+		h.streams.Close()
 	})
 }
 
@@ -298,43 +246,42 @@ func (h *Handler) Close() {
 // into a 500 answer and ends the stream: its transaction is rolled back and
 // its session closed, so no lock outlives the request. released says
 // whether the request already gave the stream back.
-func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream, released *bool) {
+func (h *Handler) endOnPanic(w http.ResponseWriter, s *stream.Stream, released *bool) {
 	p := recover()
 	if p == nil {
 		return
 	}
 	h.log.Error("hrana: a request panicked; its stream was closed and its transaction rolled back", "panic", p, "stack", string(debug.Stack()))
-	e := &Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
+	e := &proto.Error{Code: dberr.CodeInternalError, Message: fmt.Sprintf(
 		"internal error (%v); the stream was closed and its transaction, if any, rolled back: start a new stream", p)}
 	if !*released {
-		s.dead = e
-		h.release(s)
+		h.streams.Abandon(s, e)
 	}
 	writeHTTPError(w, http.StatusInternalServerError, e)
 }
 
 // readBody reads a request body of at most the configured body limit.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *proto.Error) {
 	body := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
+			return nil, &proto.Error{Code: "BODY_TOO_LARGE", Message: fmt.Sprintf("request body is over %d bytes; split the work into smaller requests", h.cfg.MaxBodyBytes)}
 		}
-		return nil, &Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
+		return nil, &proto.Error{Code: dberr.CodeProtocolError, Message: "could not read the request body: " + err.Error()}
 	}
 	return data, nil
 }
 
 // decodeBody reads a JSON request body of at most the configured body limit.
-func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *Error {
+func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *proto.Error {
 	data, e := h.readBody(w, r)
 	if e != nil {
 		return e
 	}
 	if err := json.Unmarshal(data, into); err != nil {
-		return &Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
+		return &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 	}
 	return nil
 }
@@ -347,7 +294,7 @@ type httpError struct {
 	Err     string `json:"error"`
 }
 
-func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
+func writeHTTPError(w http.ResponseWriter, status int, e *proto.Error) {
 	writeJSON(w, status, httpError{Message: e.Message, Code: e.Code, Err: e.Message}, 0)
 }
 
@@ -373,7 +320,7 @@ func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
 // dberr code gets httperr's status; anything else is a 500.
 func WriteError(w http.ResponseWriter, err error) {
 	if dberr.As(err) == nil {
-		writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError, Message: err.Error()})
+		writeHTTPError(w, http.StatusInternalServerError, &proto.Error{Code: dberr.CodeInternalError, Message: err.Error()})
 		return
 	}
 	status := httperr.Status(err)
@@ -382,5 +329,5 @@ func WriteError(w http.ResponseWriter, err error) {
 	if errors.As(err, &nd) {
 		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(dbhost.Bookmark(nd.TXID)))
 	}
-	writeHTTPError(w, status, &Error{Code: httperr.Code(err), Message: httperr.Message(err)})
+	writeHTTPError(w, status, &proto.Error{Code: httperr.Code(err), Message: httperr.Message(err)})
 }

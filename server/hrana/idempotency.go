@@ -8,6 +8,8 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/groupcommit"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 )
 
 // Idempotency-Key on Hrana's HTTP requests: the key applies to the writes the
@@ -22,18 +24,18 @@ const (
 
 // requestContext returns r's context carrying the request's key, if it has
 // one; request is what a retry must repeat (the statements, not the baton).
-func requestContext(r *http.Request, request any) (context.Context, *groupcommit.Idempotency, *Error) {
+func requestContext(r *http.Request, request any) (context.Context, *groupcommit.Idempotency, *proto.Error) {
 	key, ok := r.Header[idempotencyKeyHeader]
 	if !ok {
 		return r.Context(), nil, nil
 	}
 	raw, err := json.Marshal(request)
 	if err != nil {
-		return nil, nil, &Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
+		return nil, nil, &proto.Error{Code: dberr.CodeProtocolError, Message: "cannot encode the request for its Idempotency-Key: " + err.Error()}
 	}
 	k, err := groupcommit.NewIdempotency(strings.Join(key, ","), raw)
 	if err != nil {
-		return nil, nil, toError(err, "")
+		return nil, nil, stream.ToError(err, "")
 	}
 	return groupcommit.WithIdempotency(r.Context(), k), k, nil
 }
@@ -42,28 +44,5 @@ func requestContext(r *http.Request, request any) (context.Context, *groupcommit
 func markReplayed(w http.ResponseWriter, k *groupcommit.Idempotency) {
 	if k != nil && k.Replayed() {
 		w.Header().Set(replayedHeader, "true")
-	}
-}
-
-// storedOutcome is the answer of one keyed write group.
-type storedOutcome struct {
-	Results []*stmtResultJSON `json:"results"`
-	Errs    []*Error          `json:"errs"`
-}
-
-// keyOutcome makes the next write of ctx's key store and replay *out.
-func keyOutcome(ctx context.Context, out *outcome) {
-	k := groupcommit.IdempotencyFrom(ctx)
-	if k == nil {
-		return
-	}
-	k.Save = func() ([]byte, error) { return json.Marshal(storedOutcome{out.results, out.errs}) }
-	k.Load = func(b []byte) error {
-		var s storedOutcome
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		out.results, out.errs = s.Results, s.Errs
-		return nil
 	}
 }

@@ -1,11 +1,13 @@
 package hrana
 
 import (
-	"github.com/sluicedb/sluice/server/dberr"
 	"net/http"
 
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/hrana/hranapb"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+
 	"github.com/sluicedb/sluice/server/dbhost"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Hrana 3 over HTTP with the protobuf encoding: the same pipeline and cursor
@@ -19,17 +21,17 @@ func (h *Handler) servePipelineProtobuf(w http.ResponseWriter, r *http.Request, 
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
 	}
-	body, err := pbDecodePipelineReq(data)
+	body, err := hranapb.DecodePipelineRequest(data)
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf PipelineReqBody: " + err.Error()})
 		return nil
 	}
-	return h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
-		out, err := pbPipelineResp(resp)
+	return h.runPipeline(w, r, db, body, false, func(w http.ResponseWriter, resp *proto.PipelineResponse, bm dbhost.Bookmark) {
+		out, err := hranapb.EncodePipelineResponse(resp)
 		if err != nil {
 			// The requests ran: say so rather than pretend nothing happened.
 			h.log.Error("hrana: encoding a protobuf pipeline response failed", "err", err)
-			writeHTTPError(w, http.StatusInternalServerError, &Error{Code: dberr.CodeInternalError,
+			writeHTTPError(w, http.StatusInternalServerError, &proto.Error{Code: dberr.CodeInternalError,
 				Message: "the pipeline ran but its response could not be encoded: " + err.Error()})
 			return
 		}
@@ -43,28 +45,13 @@ func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return
 	}
-	body, err := pbDecodeCursorReq(data)
+	body, err := hranapb.DecodeCursorRequest(data)
 	if err != nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
 		return
 	}
-	h.runCursor(w, r, db, body, func(w http.ResponseWriter, head cursorRespBody, entries []cursorEntry) {
-		// Every structure is prefixed with its length as a varint.
-		out := &pbWriter{}
-		delimited := func(body func(w *pbWriter)) {
-			msg := &pbWriter{}
-			body(msg)
-			out.b = protowire.AppendVarint(out.b, uint64(len(msg.b)))
-			out.b = append(out.b, msg.b...)
-		}
-		delimited(func(w *pbWriter) {
-			w.optStr(1, head.Baton)
-			w.optStr(2, head.BaseURL)
-		})
-		for _, e := range entries {
-			delimited(func(w *pbWriter) { pbCursorEntry(w, e) })
-		}
-		writeProtobuf(w, out.b, 0)
+	h.runCursor(w, r, db, body, func(w http.ResponseWriter, head proto.CursorResponse, entries []proto.CursorEntry) {
+		writeProtobuf(w, hranapb.EncodeCursorResponse(head, entries), 0)
 	})
 }
 

@@ -232,6 +232,7 @@ func TestBatonsAreSingleUseAndUnforgeable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var forgeries []string
+	const streamIDLen = 16 // a baton starts with its stream's id (server/hrana/stream's baton.go)
 	for _, i := range []int{streamIDLen + 7, len(raw) - 1} {
 		b := append([]byte(nil), raw...)
 		b[i] ^= 0x01
@@ -282,11 +283,7 @@ func TestTransactionTimeoutRollsBackAndFreesTheWriter(t *testing.T) {
 func TestIdleStreamsExpire(t *testing.T) {
 	ts := newTestServer(t, Config{IdleTimeout: 100 * time.Millisecond, TxTimeout: 10 * time.Second})
 	baton, _ := pipe(t, ts.URL, nil, execReq("SELECT 1"))
-	eventually(t, "the idle stream to be reaped", func() bool {
-		ts.h.mu.Lock()
-		defer ts.h.mu.Unlock()
-		return len(ts.h.streams) == 0
-	})
+	eventually(t, "the idle stream to be reaped", func() bool { return ts.h.streams.Streams() == 0 })
 	status, out := post(t, ts.URL+"/v2/pipeline", map[string]any{"baton": baton, "requests": []any{execReq("SELECT 2")}})
 	if status != http.StatusBadRequest || out["code"] != "STREAM_EXPIRED" {
 		t.Fatalf("expired stream: %d %v", status, out)

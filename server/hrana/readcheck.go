@@ -8,6 +8,9 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/hranapb"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 )
 
 // Reads on a read replica. A server that does not write a database asks,
@@ -34,10 +37,10 @@ type Read struct {
 // decode, or a request the handler refuses before running anything, may be
 // answered anywhere: it is reported as a replica read with no statements.
 func InspectRead(path string, body []byte) Read {
-	var requests []streamRequest
+	var requests []proto.StreamRequest
 	switch stripDatabasePrefix(path) {
 	case "/v2/pipeline", "/v3/pipeline":
-		var p pipelineReqBody
+		var p proto.PipelineRequest
 		if json.Unmarshal(body, &p) != nil {
 			return Read{Replica: true}
 		}
@@ -46,7 +49,7 @@ func InspectRead(path string, body []byte) Read {
 		}
 		requests = p.Requests
 	case "/v3-protobuf/pipeline":
-		p, err := pbDecodePipelineReq(body)
+		p, err := hranapb.DecodePipelineRequest(body)
 		if err != nil {
 			return Read{Replica: true}
 		}
@@ -59,18 +62,18 @@ func InspectRead(path string, body []byte) Read {
 		if json.Unmarshal(body, &v1) != nil || v1.Stmt == nil {
 			return Read{Replica: true}
 		}
-		requests = []streamRequest{{Type: "execute", Stmt: v1.Stmt}, {Type: "close"}}
+		requests = []proto.StreamRequest{{Type: "execute", Stmt: v1.Stmt}, {Type: "close"}}
 	case "/v1/batch":
 		var v1 v1BatchReq
 		if json.Unmarshal(body, &v1) != nil || v1.Batch == nil {
 			return Read{Replica: true}
 		}
-		requests = []streamRequest{{Type: "batch", Batch: v1.Batch}, {Type: "close"}}
+		requests = []proto.StreamRequest{{Type: "batch", Batch: v1.Batch}, {Type: "close"}}
 	default:
 		return Read{}
 	}
 	for i := range requests {
-		if validateRequest(&requests[i]) != nil {
+		if requests[i].Validate() != nil {
 			return Read{Replica: true}
 		}
 	}
@@ -84,7 +87,7 @@ func InspectRead(path string, body []byte) Read {
 // pipelineStatements lists what a new stream would run for requests, and
 // reports false unless the stream closes and no batch needs a session (a
 // transaction left open, a savepoint, BEGIN READONLY), as runSteps decides.
-func pipelineStatements(requests []streamRequest) ([]string, bool) {
+func pipelineStatements(requests []proto.StreamRequest) ([]string, bool) {
 	stored := map[int32]string{}
 	resolve := func(sql *string, id *int32) (string, bool) {
 		switch {
@@ -98,12 +101,12 @@ func pipelineStatements(requests []streamRequest) ([]string, bool) {
 		}
 		return "", false
 	}
-	single := func(st *stmtJSON) (string, bool) {
+	single := func(st *proto.Stmt) (string, bool) {
 		sql, ok := resolve(st.SQL, st.SQLID)
 		if !ok {
 			return "", false
 		}
-		sql, e := singleStatement(sql)
+		sql, e := stream.SingleStatement(sql)
 		return sql, e == nil
 	}
 	var out []string

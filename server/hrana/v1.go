@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/sluicedb/sluice/server/groupcommit"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 	"github.com/sluicedb/sluice/server/httperr"
 
 	"github.com/sluicedb/sluice/server/dberr"
@@ -16,11 +18,11 @@ import (
 // each request runs on a fresh stream that is closed afterwards.
 
 type v1ExecuteReq struct {
-	Stmt *stmtJSON `json:"stmt"`
+	Stmt *proto.Stmt `json:"stmt"`
 }
 
 type v1BatchReq struct {
-	Batch *batchJSON `json:"batch"`
+	Batch *proto.Batch `json:"batch"`
 }
 
 func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
@@ -30,7 +32,7 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 		return nil
 	}
 	if body.Stmt == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "execute needs a stmt"})
 		return nil
 	}
 	x, idem, cancel, e := h.oneShot(r, db, body.Stmt)
@@ -40,21 +42,18 @@ func (h *Handler) serveV1Execute(w http.ResponseWriter, r *http.Request, db dbho
 	}
 	defer cancel()
 	released := false
-	defer h.endOnPanic(w, x.s, &released)
-	defer x.endSession()
-	out, e := x.runSteps([]step{x.compileStmt(body.Stmt, nil, true)})
-	if x.needsWriter != nil {
-		return x.needsWriter // answered by the writer (ServeRead)
-	}
-	if e == nil {
-		e = out.errs[0]
+	defer h.endOnPanic(w, x.Stream(), &released)
+	defer x.EndSession()
+	res, e := x.Execute(body.Stmt)
+	if err := x.NeedsWriter(); err != nil {
+		return err // answered by the writer (ServeRead)
 	}
 	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"result": out.results[0]}, x.bookmark)
+	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.Bookmark())
 	return nil
 }
 
@@ -65,10 +64,10 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 		return nil
 	}
 	if body.Batch == nil {
-		writeHTTPError(w, http.StatusBadRequest, &Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
+		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "batch needs a batch"})
 		return nil
 	}
-	if e := validateBatch(body.Batch); e != nil {
+	if e := body.Batch.Validate(); e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
 	}
@@ -79,30 +78,30 @@ func (h *Handler) serveV1Batch(w http.ResponseWriter, r *http.Request, db dbhost
 	}
 	defer cancel()
 	released := false
-	defer h.endOnPanic(w, x.s, &released)
-	defer x.endSession()
-	res, e := x.batch(body.Batch)
-	if x.needsWriter != nil {
-		return x.needsWriter // answered by the writer (ServeRead)
+	defer h.endOnPanic(w, x.Stream(), &released)
+	defer x.EndSession()
+	res, e := x.Batch(body.Batch)
+	if err := x.NeedsWriter(); err != nil {
+		return err // answered by the writer (ServeRead)
 	}
 	markReplayed(w, idem)
 	if e != nil {
 		writeHTTPError(w, httperr.V1StatementStatus(e.Code), e)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.bookmark)
+	writeJSON(w, http.StatusOK, map[string]any{"result": res}, x.Bookmark())
 	return nil
 }
 
 // oneShot makes an unregistered stream for one v1 request; the caller ends
 // any session it leaves open (rolling back an unfinished transaction).
 // request is what the request's Idempotency-Key covers.
-func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*execution, *groupcommit.Idempotency, context.CancelFunc, *Error) {
+func (h *Handler) oneShot(r *http.Request, db dbhost.Database, request any) (*stream.Execution, *groupcommit.Idempotency, context.CancelFunc, *proto.Error) {
 	ctx, idem, e := requestContext(r, request)
 	if e != nil {
 		return nil, nil, func() {}, e
 	}
-	x, cancel := h.newExecution(ctx, &stream{db: db, owner: ownerFrom(r.Context()), busy: true})
+	x, cancel := h.streams.NewExecution(ctx, stream.OneShot(db, ownerFrom(r.Context())))
 	return x, idem, cancel, nil
 }
 

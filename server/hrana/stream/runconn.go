@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -34,8 +35,8 @@ type runConn struct {
 	// the connection). What ran is rolled back with the group's request.
 	rerun error
 	// broken stops a session's run: its connection failed and was closed.
-	broken *Error
-	// stream encodes rows as SQLite steps them (stmtResultJSON.rowsJSON)
+	broken *proto.Error
+	// stream encodes rows as SQLite steps them (StmtResult.RowsJSON)
 	// instead of collecting them in Rows.
 	stream bool
 }
@@ -48,11 +49,11 @@ func (rc *runConn) autocommit() bool {
 }
 
 func (rc *runConn) run(ctx context.Context, steps []step) outcome {
-	out := outcome{results: make([]*stmtResultJSON, len(steps)), errs: make([]*Error, len(steps))}
+	out := outcome{results: make([]*proto.StmtResult, len(steps)), errs: make([]*proto.Error, len(steps))}
 	for i := range steps {
 		st := &steps[i]
 		if rc.stop != nil && rc.stop.Err() != nil {
-			out.errs[i] = toError(rc.stop.Err(), "")
+			out.errs[i] = ToError(rc.stop.Err(), "")
 			continue
 		}
 		if st.cond != nil && !rc.eval(st.cond, out) {
@@ -72,9 +73,9 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 		case rc.onReader && errors.Is(err, dberr.ErrReadOnly):
 			rc.rerun = dbhost.ErrWriteNeeded
 		case !rc.pooled && errors.Is(err, dberr.ErrInternal):
-			rc.broken = toError(err, "")
+			rc.broken = ToError(err, "")
 		}
-		out.errs[i] = toError(err, "")
+		out.errs[i] = ToError(err, "")
 		if rc.rerun != nil || rc.broken != nil {
 			for j := i + 1; j < len(steps); j++ {
 				out.errs[j] = rc.broken
@@ -85,7 +86,7 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 	return out
 }
 
-func (rc *runConn) eval(c *batchCond, out outcome) bool {
+func (rc *runConn) eval(c *proto.BatchCond, out outcome) bool {
 	switch c.Type {
 	case "ok":
 		return out.results[*c.Step] != nil
@@ -117,7 +118,7 @@ func sqliteError(msg string) *dberr.Error {
 	return dberr.New(dberr.CodeSQLiteError, msg)
 }
 
-func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) {
+func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error) {
 	stmt := st.stmt
 	if rc.endCtx != nil && (st.class.Kind == sqltext.Commit || st.class.Kind == sqltext.Rollback) {
 		ctx = rc.endCtx
@@ -162,9 +163,9 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 	if st.hasNamed {
 		stmt.NamedArgs = rc.prefixNames(ctx, stmt)
 	}
-	var rows *rowsEncoder
+	var rows *proto.RowsEncoder
 	if rc.stream && stmt.WantRows {
-		rows = &rowsEncoder{}
+		rows = &proto.RowsEncoder{}
 		stmt.Rows = rows
 	}
 	res, err := rc.conn.Exec(ctx, stmt)
@@ -178,10 +179,9 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*stmtResultJSON, error) 
 		rc.readOnlyTx = false
 	}
 	out := toStmtResult(res, stmt.WantRows)
-	if rows != nil && rows.started { // a Conn that does not stream filled Rows instead
-		out.rowsJSON = rows.buf
-		if out.rowsJSON == nil { // no rows: still streamed, not "look in Rows"
-			out.rowsJSON = []byte{}
+	if rows != nil { // a Conn that does not stream filled Rows instead
+		if enc, streamed := rows.Encoded(); streamed {
+			out.RowsJSON = enc
 		}
 	}
 	return out, nil
@@ -224,14 +224,14 @@ func (rc *runConn) prefixNames(ctx context.Context, stmt sqlconn.Stmt) map[strin
 	return named
 }
 
-func emptyResult() *stmtResultJSON {
-	return &stmtResultJSON{Cols: []colJSON{}, Rows: [][]valueJSON{}}
+func emptyResult() *proto.StmtResult {
+	return &proto.StmtResult{Cols: []proto.Col{}, Rows: [][]proto.Value{}}
 }
 
-func toStmtResult(res sqlconn.Result, wantRows bool) *stmtResultJSON {
-	out := &stmtResultJSON{
-		Cols:             make([]colJSON, len(res.Columns)),
-		Rows:             [][]valueJSON{},
+func toStmtResult(res sqlconn.Result, wantRows bool) *proto.StmtResult {
+	out := &proto.StmtResult{
+		Cols:             make([]proto.Col, len(res.Columns)),
+		Rows:             [][]proto.Value{},
 		AffectedRowCount: res.Changes,
 		LastInsertRowID:  ptr(strconv.FormatInt(res.LastInsertRowID, 10)),
 		RowsRead:         res.RowsRead,
@@ -239,14 +239,14 @@ func toStmtResult(res sqlconn.Result, wantRows bool) *stmtResultJSON {
 		QueryDurationMS:  float64(res.Duration) / float64(time.Millisecond),
 	}
 	for i, c := range res.Columns {
-		out.Cols[i] = colJSON{Name: ptr(c.Name), DeclType: stringOrNil(c.DeclType)}
+		out.Cols[i] = proto.Col{Name: ptr(c.Name), DeclType: stringOrNil(c.DeclType)}
 	}
 	if wantRows {
-		out.Rows = make([][]valueJSON, len(res.Rows))
+		out.Rows = make([][]proto.Value, len(res.Rows))
 		for i, row := range res.Rows {
-			vals := make([]valueJSON, len(row))
+			vals := make([]proto.Value, len(row))
 			for j, v := range row {
-				vals[j] = valueJSON(v)
+				vals[j] = proto.Value(v)
 			}
 			out.Rows[i] = vals
 		}
@@ -254,15 +254,15 @@ func toStmtResult(res sqlconn.Result, wantRows bool) *stmtResultJSON {
 	return out
 }
 
-// toError maps an error from dbhost (or the context) to Hrana's Error.
-func toError(err error, db string) *Error {
-	var he *Error
+// ToError maps an error from dbhost (or the context) to Hrana's Error.
+func ToError(err error, db string) *proto.Error {
+	var he *proto.Error
 	if errors.As(err, &he) {
 		return he
 	}
 	var de *dberr.Error
 	if errors.As(err, &de) {
-		return &Error{Code: de.Code, Message: de.Message}
+		return &proto.Error{Code: de.Code, Message: de.Message}
 	}
 	on := ""
 	if db != "" {
@@ -270,9 +270,9 @@ func toError(err error, db string) *Error {
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Code: dberr.CodeTimeout, Message: "the statement" + on + " ran past its deadline (transaction or request timeout) and was interrupted"}
+		return &proto.Error{Code: dberr.CodeTimeout, Message: "the statement" + on + " ran past its deadline (transaction or request timeout) and was interrupted"}
 	case errors.Is(err, context.Canceled):
-		return &Error{Code: "CANCELED", Message: "the request" + on + " was canceled"}
+		return &proto.Error{Code: "CANCELED", Message: "the request" + on + " was canceled"}
 	}
-	return &Error{Code: dberr.CodeInternalError, Message: err.Error()}
+	return &proto.Error{Code: dberr.CodeInternalError, Message: err.Error()}
 }

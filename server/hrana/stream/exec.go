@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -21,47 +22,47 @@ type step struct {
 	sql      string
 	class    sqltext.TxRole
 	stmt     sqlconn.Stmt
-	cond     *batchCond
-	compile  *Error // e.g. an unknown sql_id: reported as the step's error
-	hasNamed bool   // has a named argument without its prefix
+	cond     *proto.BatchCond
+	compile  *proto.Error // e.g. an unknown sql_id: reported as the step's error
+	hasNamed bool         // has a named argument without its prefix
 }
 
 // outcome is a batch's per-step results; a skipped step has neither.
 type outcome struct {
-	results []*stmtResultJSON
-	errs    []*Error
+	results []*proto.StmtResult
+	errs    []*proto.Error
 }
 
-// execution runs the requests of one HTTP request on one stream.
-type execution struct {
-	h        *Handler
-	s        *stream
+// Execution runs the requests of one request (HTTP, or WebSocket) on one stream.
+type Execution struct {
+	r        *Registry
+	s        *Stream
 	ctx      context.Context // the request's, bounded by RequestTimeout
 	parent   context.Context // the request's, unbounded (tells a client's cancel from our deadline)
 	bookmark dbhost.Bookmark // highest bookmark any statement reflected
-	// streamRows encodes rows as JSON as SQLite steps them
-	// (stmtResultJSON.rowsJSON), for an answer that writePipeline writes;
+	// StreamRows encodes rows as JSON as SQLite steps them
+	// (StmtResult.RowsJSON), for an answer that hrana's writePipeline writes;
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
-	streamRows bool
-	// needsWriter is set when the database, a read replica (ServeRead),
+	StreamRows bool
+	// needsWriter is set when the database, a read replica (hrana.ServeRead),
 	// refused a write or a session: the request is not answered here.
 	needsWriter error
 }
 
 // noteNeedsWriter records err if it says that the request needs the
 // database's writer (dbhost.NeedsWriterError, from a read replica).
-func (x *execution) noteNeedsWriter(err error) {
+func (x *Execution) noteNeedsWriter(err error) {
 	if x.needsWriter == nil && dbhost.IsNeedsWriter(err) {
 		x.needsWriter = err
 	}
 }
 
-// newExecution bounds the request's total run time; call the returned
+// NewExecution bounds the request's total run time; call the returned
 // cancel when the request is answered.
-func (h *Handler) newExecution(ctx context.Context, s *stream) (*execution, context.CancelFunc) {
-	bounded, cancel := context.WithTimeout(ctx, h.cfg.RequestTimeout)
-	return &execution{h: h, s: s, ctx: bounded, parent: ctx}, cancel
+func (r *Registry) NewExecution(ctx context.Context, s *Stream) (*Execution, context.CancelFunc) {
+	bounded, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	return &Execution{r: r, s: s, ctx: bounded, parent: ctx}, cancel
 }
 
 // waitCtx is the context for waiting on the writer and on an upload: the
@@ -69,7 +70,7 @@ func (h *Handler) newExecution(ctx context.Context, s *stream) (*execution, cont
 // commit and become durable after the limit, and answering that as a timeout
 // would invite a retry that writes it twice. The limit bounds the statements,
 // and so how long the request holds the writer.
-func (x *execution) waitCtx() context.Context {
+func (x *Execution) waitCtx() context.Context {
 	if x.parent != nil {
 		return x.parent
 	}
@@ -82,13 +83,13 @@ var errRequestTimedOut = errors.New("hrana: request timeout")
 
 // timedOut reports the request's deadline as a Hrana error, or nil while it
 // has time left (or when the client, not the deadline, ended it).
-func (x *execution) timedOut() *Error {
+func (x *Execution) timedOut() *proto.Error {
 	if x.ctx.Err() == nil || (x.parent != nil && x.parent.Err() != nil) {
 		return nil
 	}
-	return &Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
+	return &proto.Error{Code: dberr.CodeRequestTimeout, Message: fmt.Sprintf(
 		"the request on database %q ran for more than %s (the request timeout) and was interrupted; what it ran was rolled back: split the work into smaller requests",
-		x.s.db.Name(), x.h.cfg.RequestTimeout)}
+		x.s.db.Name(), x.r.cfg.RequestTimeout)}
 }
 
 var (
@@ -100,7 +101,7 @@ var (
 // inside one read or write group.
 const virtualSavepoint = "hrana_tx"
 
-func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows bool) step {
+func (x *Execution) compileStmt(st *proto.Stmt, cond *proto.BatchCond, defaultWantRows bool) step {
 	var out step
 	out.cond = cond
 	sql, e := x.resolveSQL(st.SQL, st.SQLID)
@@ -108,7 +109,7 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 		out.compile = e
 		return out
 	}
-	if sql, out.compile = singleStatement(sql); out.compile != nil {
+	if sql, out.compile = SingleStatement(sql); out.compile != nil {
 		return out
 	}
 	out.sql = sql
@@ -125,7 +126,7 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 		out.stmt.NamedArgs = make(map[string]sqlconn.Value, len(st.NamedArgs))
 		for _, a := range st.NamedArgs {
 			if a.Name == "" {
-				out.compile = &Error{Code: dberr.CodeArgsInvalid, Message: "a named argument has an empty name"}
+				out.compile = &proto.Error{Code: dberr.CodeArgsInvalid, Message: "a named argument has an empty name"}
 				return out
 			}
 			if !strings.ContainsRune(":@$?", rune(a.Name[0])) {
@@ -137,20 +138,20 @@ func (x *execution) compileStmt(st *stmtJSON, cond *batchCond, defaultWantRows b
 	return out
 }
 
-func (x *execution) resolveSQL(sql *string, id *int32) (string, *Error) {
+func (x *Execution) resolveSQL(sql *string, id *int32) (string, *proto.Error) {
 	switch {
 	case sql != nil && id != nil:
-		return "", &Error{Code: "SQL_AND_SQL_ID", Message: "a statement gives both sql and sql_id; give exactly one"}
+		return "", &proto.Error{Code: "SQL_AND_SQL_ID", Message: "a statement gives both sql and sql_id; give exactly one"}
 	case sql != nil:
 		return *sql, nil
 	case id != nil:
 		text, ok := x.s.sqls[*id]
 		if !ok {
-			return "", &Error{Code: "SQL_ID_NOT_FOUND", Message: fmt.Sprintf("SQL text %d is not stored on this stream; send store_sql first", *id)}
+			return "", &proto.Error{Code: "SQL_ID_NOT_FOUND", Message: fmt.Sprintf("SQL text %d is not stored on this stream; send store_sql first", *id)}
 		}
 		return text, nil
 	}
-	return "", &Error{Code: "SQL_MISSING", Message: "a statement gives neither sql nor sql_id"}
+	return "", &proto.Error{Code: "SQL_MISSING", Message: "a statement gives neither sql nor sql_id"}
 }
 
 // runSteps runs a batch on the stream: on its session when it holds one;
@@ -159,7 +160,7 @@ func (x *execution) resolveSQL(sql *string, id *int32) (string, *Error) {
 // batch that changes the connection itself (a connection-state pragma, a
 // TEMP object) is refused on the shared connections of the groups before
 // anything of it is kept, and runs on a new session instead.
-func (x *execution) runSteps(steps []step) (outcome, *Error) {
+func (x *Execution) runSteps(steps []step) (outcome, *proto.Error) {
 	if x.s.sess != nil {
 		return x.onSession(steps)
 	}
@@ -190,13 +191,13 @@ func (x *execution) runSteps(steps []step) (outcome, *Error) {
 
 // errTxLeftOpenErr marks a virtual transaction that the batch did not end; the
 // batch is then run again on a real session (nothing of it was committed).
-var errTxLeftOpenErr = &Error{Code: "TX_LEFT_OPEN"}
+var errTxLeftOpenErr = &proto.Error{Code: "TX_LEFT_OPEN"}
 
 // errOwnConnection marks a batch that needs a connection of its own; it is
 // run again on a session (nothing of it was kept).
-var errOwnConnection = &Error{Code: dberr.CodeNeedsOwnConnection}
+var errOwnConnection = &proto.Error{Code: dberr.CodeNeedsOwnConnection}
 
-func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
+func (x *Execution) onPool(steps []step, virtual bool) (outcome, *proto.Error) {
 	var plain []string
 	for _, st := range steps {
 		if st.compile == nil && !st.class.IsTxControl() {
@@ -206,7 +207,7 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c sqlconn.Conn, onReader bool) error {
-		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.streamRows}
+		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.StreamRows}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -237,35 +238,35 @@ func (x *execution) onPool(steps []step, virtual bool) (outcome, *Error) {
 	}
 	if err != nil {
 		x.noteNeedsWriter(err)
-		return outcome{}, toError(err, x.s.db.Name())
+		return outcome{}, ToError(err, x.s.db.Name())
 	}
 	x.stamp(out, bm)
 	return out, nil
 }
 
-func (x *execution) openSession() *Error {
-	h, owner := x.h, x.s.owner
-	h.mu.Lock()
-	if owner != "" && h.sessions[owner] >= h.cfg.MaxSessionsPerToken {
-		h.mu.Unlock()
-		return &Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
-			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", h.cfg.MaxSessionsPerToken)}
+func (x *Execution) openSession() *proto.Error {
+	r, owner := x.r, x.s.owner
+	r.mu.Lock()
+	if owner != "" && r.sessions[owner] >= r.cfg.MaxSessionsPerToken {
+		r.mu.Unlock()
+		return &proto.Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
+			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", r.cfg.MaxSessionsPerToken)}
 	}
-	h.sessions[owner]++
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(x.ctx, x.h.cfg.TxTimeout)
+	r.sessions[owner]++
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(x.ctx, x.r.cfg.TxTimeout)
 	defer cancel()
 	sess, err := x.s.db.Session(ctx)
 	if err != nil {
-		h.releaseSessionSlot(owner)
+		r.releaseSessionSlot(owner)
 		x.noteNeedsWriter(err)
 		if ctx.Err() != nil && x.ctx.Err() == nil {
-			return &Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
-				"database %q: no transaction could start within %s because another transaction holds the writer; retry", x.s.db.Name(), x.h.cfg.TxTimeout)}
+			return &proto.Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
+				"database %q: no transaction could start within %s because another transaction holds the writer; retry", x.s.db.Name(), x.r.cfg.TxTimeout)}
 		}
-		return toError(err, x.s.db.Name())
+		return ToError(err, x.s.db.Name())
 	}
-	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, h: h, owner: owner}, time.Time{}, false
+	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, r: r, owner: owner}, time.Time{}, false
 	return nil
 }
 
@@ -273,23 +274,23 @@ func (x *execution) openSession() *Error {
 // way a stream's session ends goes through Close.
 type countedSession struct {
 	dbhost.Session
-	h     *Handler
+	r     *Registry
 	owner string
 	once  sync.Once
 }
 
 func (c *countedSession) Close(ctx context.Context) (dbhost.Bookmark, error) {
 	bm, err := c.Session.Close(ctx)
-	c.once.Do(func() { c.h.releaseSessionSlot(c.owner) })
+	c.once.Do(func() { c.r.releaseSessionSlot(c.owner) })
 	return bm, err
 }
 
-func (h *Handler) releaseSessionSlot(owner string) {
-	h.mu.Lock()
-	if h.sessions[owner]--; h.sessions[owner] <= 0 {
-		delete(h.sessions, owner)
+func (r *Registry) releaseSessionSlot(owner string) {
+	r.mu.Lock()
+	if r.sessions[owner]--; r.sessions[owner] <= 0 {
+		delete(r.sessions, owner)
 	}
-	h.mu.Unlock()
+	r.mu.Unlock()
 }
 
 // onSession runs steps on the stream's session. A transaction is bounded by
@@ -299,33 +300,33 @@ func (h *Handler) releaseSessionSlot(owner string) {
 // what it set holds for its later requests as on a connection of its own,
 // until the stream closes. Commits are durable before they are answered
 // (Session.Exec); Close adds the final bookmark.
-func (x *execution) onSession(steps []step) (outcome, *Error) {
+func (x *Execution) onSession(steps []step) (outcome, *proto.Error) {
 	s := x.s
-	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.h.cfg.TxTimeout)) {
-		x.endSession()
-		s.dead = &Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
-			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.h.cfg.TxTimeout)}
+	if !s.txStart.IsZero() && !time.Now().Before(s.txStart.Add(x.r.cfg.TxTimeout)) {
+		x.EndSession()
+		s.dead = &proto.Error{Code: dberr.CodeTransactionTimeout, Message: fmt.Sprintf(
+			"the transaction on database %q was open for more than %s and was rolled back", s.db.Name(), x.r.cfg.TxTimeout)}
 		return outcome{}, s.dead
 	}
 	if s.txStart.IsZero() {
 		s.txStart = time.Now() // bounds a transaction this request opens
 	}
-	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.h.cfg.TxTimeout))
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.streamRows}
+	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.r.cfg.TxTimeout))
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.StreamRows}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx
 	if rc.broken != nil {
 		// The session's connection failed inside the SQLite layer and was
 		// rolled back and closed: the stream cannot go on.
-		x.endSession()
+		x.EndSession()
 		s.dead = rc.broken
 		return out, nil
 	}
 	if e := x.timedOut(); e != nil && !s.sess.Autocommit() {
 		// The transaction held the writer (or a session) past the request's
 		// limit: roll it back whole rather than leave it half applied.
-		x.endSession()
+		x.EndSession()
 		s.dead = e
 		return outcome{}, e
 	}
@@ -340,7 +341,7 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	bm, err := s.sess.Close(x.waitCtx())
 	s.sess, s.readOnlyTx = nil, false
 	if err != nil {
-		e := toError(err, s.db.Name())
+		e := ToError(err, s.db.Name())
 		e.Message = "the transaction was committed locally but could not be made durable: " + e.Message
 		return outcome{}, e
 	}
@@ -348,18 +349,18 @@ func (x *execution) onSession(steps []step) (outcome, *Error) {
 	return out, nil
 }
 
-// endSession rolls back and drops the stream's session.
-func (x *execution) endSession() {
+// EndSession rolls back and drops the stream's session.
+func (x *Execution) EndSession() {
 	if x.s.sess != nil {
-		x.h.closeSession(x.s.sess, "stream closed")
+		x.r.closeSession(x.s.sess, "stream closed")
 		x.s.sess, x.s.txStart, x.s.readOnlyTx = nil, time.Time{}, false
 	}
 }
 
-func (x *execution) autocommit() bool { return x.s.sess == nil || x.s.sess.Autocommit() }
+func (x *Execution) autocommit() bool { return x.s.sess == nil || x.s.sess.Autocommit() }
 
 // stamp sets the replication index of every result to bm.
-func (x *execution) stamp(out outcome, bm dbhost.Bookmark) {
+func (x *Execution) stamp(out outcome, bm dbhost.Bookmark) {
 	if bm == 0 {
 		return
 	}

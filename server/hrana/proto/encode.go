@@ -1,37 +1,47 @@
-package hrana
+package proto
 
 import (
 	"encoding/json"
 	"math"
-	"net/http"
 	"strconv"
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
-	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // Hrana answers are written by hand: a result's rows are encoded as SQLite
-// steps them (rowsEncoder, a sqlconn.RowWriter) and the pipeline answer is
+// steps them (RowsEncoder, a sqlconn.RowWriter) and the pipeline answer is
 // assembled around them, with no reflection and no value copied per row.
 
-// rowsEncoder holds a statement's rows as the JSON elements of "rows".
-type rowsEncoder struct {
+// RowsEncoder holds a statement's rows as the JSON elements of "rows".
+type RowsEncoder struct {
 	buf     []byte
 	rows    int
 	started bool // the Conn streamed (one that does not fills Result.Rows)
 }
 
 // Columns starts the rows over (a statement run again starts from scratch).
-func (e *rowsEncoder) Columns([]sqlconn.Column) {
+func (e *RowsEncoder) Columns([]sqlconn.Column) {
 	if e.buf == nil {
 		e.buf = jsonstr.GetBuffer()
 	}
 	e.buf, e.rows, e.started = e.buf[:0], 0, true
 }
 
+// Encoded returns the rows encoded since Columns, and false when the Conn
+// did not stream (it filled Result.Rows instead).
+func (e *RowsEncoder) Encoded() ([]byte, bool) {
+	if !e.started {
+		return nil, false
+	}
+	if e.buf == nil { // no rows: still streamed, not "look in Rows"
+		return []byte{}, true
+	}
+	return e.buf, true
+}
+
 // Row appends the row SQLite is on.
-func (e *rowsEncoder) Row(r *sqlconn.Row) {
+func (e *RowsEncoder) Row(r *sqlconn.Row) {
 	b := e.buf
 	if e.rows > 0 {
 		b = append(b, ',')
@@ -67,10 +77,10 @@ func appendRowValue(b []byte, r *sqlconn.Row, i int) []byte {
 }
 
 // MarshalJSON writes the result by hand (see appendJSON).
-func (r *stmtResultJSON) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
+func (r *StmtResult) MarshalJSON() ([]byte, error) { return r.appendJSON(nil), nil }
 
 // appendJSON appends the result: its streamed rows if it has them, else Rows.
-func (r *stmtResultJSON) appendJSON(b []byte) []byte {
+func (r *StmtResult) appendJSON(b []byte) []byte {
 	b = append(b, `{"cols":[`...)
 	for i, c := range r.Cols {
 		if i > 0 {
@@ -83,8 +93,8 @@ func (r *stmtResultJSON) appendJSON(b []byte) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, `],"rows":[`...)
-	if r.rowsJSON != nil {
-		b = append(b, r.rowsJSON...)
+	if r.RowsJSON != nil {
+		b = append(b, r.RowsJSON...)
 	} else {
 		for i, row := range r.Rows {
 			if i > 0 {
@@ -143,15 +153,15 @@ func appendJSONFloat(b []byte, f float64) []byte {
 	return b
 }
 
-// executeResponse is the response to an execute request.
-type executeResponse struct {
-	Result *stmtResultJSON
+// ExecuteResponse is the response to an execute request.
+type ExecuteResponse struct {
+	Result *StmtResult
 }
 
 // MarshalJSON writes {"type":"execute","result":...}.
-func (e executeResponse) MarshalJSON() ([]byte, error) { return e.appendJSON(nil), nil }
+func (e ExecuteResponse) MarshalJSON() ([]byte, error) { return e.appendJSON(nil), nil }
 
-func (e executeResponse) appendJSON(b []byte) []byte {
+func (e ExecuteResponse) appendJSON(b []byte) []byte {
 	b = append(b, `{"type":"execute","result":`...)
 	if e.Result == nil {
 		b = append(b, "null"...)
@@ -161,9 +171,9 @@ func (e executeResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendPipeline appends the pipeline answer; execute results are written
+// AppendPipeline appends the pipeline answer; execute results are written
 // by hand, the rest (small) through encoding/json.
-func appendPipeline(b []byte, resp *pipelineRespBody) ([]byte, error) {
+func AppendPipeline(b []byte, resp *PipelineResponse) ([]byte, error) {
 	b = append(b, `{"baton":`...)
 	b = appendStringOrNull(b, resp.Baton)
 	b = append(b, `,"base_url":`...)
@@ -173,7 +183,7 @@ func appendPipeline(b []byte, resp *pipelineRespBody) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if ex, ok := r.Response.(executeResponse); ok && r.Type == "ok" && r.Error == nil {
+		if ex, ok := r.Response.(ExecuteResponse); ok && r.Type == "ok" && r.Error == nil {
 			b = append(b, `{"type":"ok","response":`...)
 			b = ex.appendJSON(b)
 			b = append(b, '}')
@@ -186,31 +196,4 @@ func appendPipeline(b []byte, resp *pipelineRespBody) ([]byte, error) {
 		b = append(b, one...)
 	}
 	return append(b, "]}"...), nil
-}
-
-// writePipeline answers a pipeline with exactly "application/json" (see
-// writeJSON) and a Content-Length, in one write.
-func writePipeline(w http.ResponseWriter, resp *pipelineRespBody, bm dbhost.Bookmark) {
-	data, err := appendPipeline(jsonstr.GetBuffer(), resp)
-	if err != nil {
-		writeJSON(w, http.StatusOK, resp, bm) // reports the encoding error as writeJSON does
-		return
-	}
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(data))}
-	if bm > 0 {
-		h.Set(dbhost.BookmarkHeader, formatBookmark(bm))
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
-	// Written: nothing refers to the buffers any more (a keyed write stored
-	// its own copy of the answer when it committed).
-	jsonstr.PutBuffer(data)
-	for _, r := range resp.Results {
-		if ex, ok := r.Response.(executeResponse); ok && ex.Result != nil {
-			jsonstr.PutBuffer(ex.Result.rowsJSON)
-			ex.Result.rowsJSON = nil
-		}
-	}
 }

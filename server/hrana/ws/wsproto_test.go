@@ -1,4 +1,4 @@
-package hrana_test
+package ws_test
 
 import (
 	"context"
@@ -286,3 +286,5 @@ func TestWebSocketProtocolViolationsClose(t *testing.T) {
 		t.Fatalf("after the violations: %v", v)
 	}
 }
+
+func wsURL(httpURL string) string { return "ws" + strings.TrimPrefix(httpURL, "http") }

@@ -1,39 +1,14 @@
-package hrana
+package hranapb
 
 import (
-	"encoding/json"
 	"fmt"
 
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The messages of Hrana over WebSocket (HRANA_3_SPEC.md, "Hrana over
-// WebSocket"), in JSON and protobuf. A request's statement fields are the
-// HTTP stream request's, so both variants share one executor.
-
-// wsClientMsg is a message from the client: a hello or a request.
-type wsClientMsg struct {
-	Type      string     `json:"type"`
-	JWT       *string    `json:"jwt"`
-	RequestID *int32     `json:"request_id"`
-	Request   *wsRequest `json:"request"`
-}
-
-// wsRequest is a WebSocket request: a stream request plus the stream and
-// cursor it addresses.
-type wsRequest struct {
-	streamRequest
-	StreamID *int32  `json:"stream_id"`
-	CursorID *int32  `json:"cursor_id"`
-	MaxCount *uint32 `json:"max_count"`
-}
-
-// wsMinVersion is the Hrana version that introduced each request.
-var wsMinVersion = map[string]int{
-	"open_stream": 1, "close_stream": 1, "execute": 1, "batch": 1,
-	"sequence": 2, "describe": 2, "store_sql": 2, "close_sql": 2,
-	"open_cursor": 3, "close_cursor": 3, "fetch_cursor": 3, "get_autocommit": 3,
-}
+// The messages of Hrana over WebSocket in protobuf (HRANA_3_SPEC.md, "Hrana
+// over WebSocket").
 
 // wsRequestFields numbers RequestMsg's and ResponseOkMsg's oneof.
 var wsRequestFields = map[string]protowire.Number{
@@ -49,16 +24,9 @@ var wsRequestTypes = func() map[protowire.Number]string {
 	return m
 }()
 
-func decodeClientMsgJSON(data []byte) (*wsClientMsg, error) {
-	var msg wsClientMsg
-	if err := json.Unmarshal(data, &msg); err != nil {
-		return nil, fmt.Errorf("message is not Hrana JSON: %w", err)
-	}
-	return &msg, nil
-}
-
-func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
-	var msg wsClientMsg
+// DecodeClientMsg decodes a protobuf ClientMsg.
+func DecodeClientMsg(data []byte) (*proto.ClientMsg, error) {
+	var msg proto.ClientMsg
 	err := pbEach(data, func(f pbField) error {
 		m, err := f.message()
 		if err != nil {
@@ -66,7 +34,7 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 		}
 		switch f.num {
 		case 1:
-			msg = wsClientMsg{Type: "hello"}
+			msg = proto.ClientMsg{Type: "hello"}
 			return pbEach(m, func(f pbField) error {
 				if f.num == 1 {
 					s, err := f.str()
@@ -76,7 +44,7 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 				return nil
 			})
 		case 2:
-			msg = wsClientMsg{Type: "request", RequestID: new(int32)}
+			msg = proto.ClientMsg{Type: "request", RequestID: new(int32)}
 			return pbEach(m, func(f pbField) error {
 				if f.num == 1 {
 					id, err := f.int32()
@@ -105,12 +73,12 @@ func decodeClientMsgProtobuf(data []byte) (*wsClientMsg, error) {
 
 // pbDecodeWSRequest decodes one request body. proto3 leaves zero ids out,
 // so the ids a request type has start at 0.
-func pbDecodeWSRequest(typ string, b []byte) (*wsRequest, error) {
-	req := &wsRequest{streamRequest: streamRequest{Type: typ}}
+func pbDecodeWSRequest(typ string, b []byte) (*proto.WSRequest, error) {
+	req := &proto.WSRequest{StreamRequest: proto.StreamRequest{Type: typ}}
 	zero := func() *int32 { return new(int32) }
 	switch typ {
 	case "store_sql", "close_sql":
-		return req, pbDecodeRequestFields(b, &req.streamRequest, 0)
+		return req, pbDecodeRequestFields(b, &req.StreamRequest, 0)
 	case "close_cursor":
 		req.CursorID = zero()
 	case "fetch_cursor":
@@ -140,30 +108,13 @@ func pbDecodeWSRequest(typ string, b []byte) (*wsRequest, error) {
 		return err
 	})
 	if err == nil && typ != "open_cursor" {
-		err = pbDecodeRequestFields(b, &req.streamRequest, 1)
+		err = pbDecodeRequestFields(b, &req.StreamRequest, 1)
 	}
 	return req, err
 }
 
-// wsServerMsg is a message to the client.
-type wsServerMsg struct {
-	Type      string `json:"type"` // hello_ok, hello_error, response_ok, response_error
-	RequestID *int32 `json:"request_id,omitempty"`
-	Response  any    `json:"response,omitempty"`
-	Error     *Error `json:"error,omitempty"`
-}
-
-// fetchCursorResp is the response to fetch_cursor.
-type fetchCursorResp struct {
-	Type    string        `json:"type"`
-	Entries []cursorEntry `json:"entries"`
-	Done    bool          `json:"done"`
-}
-
-func encodeServerMsg(msg *wsServerMsg, protobuf bool) ([]byte, error) {
-	if !protobuf {
-		return json.Marshal(msg)
-	}
+// EncodeServerMsg encodes a protobuf ServerMsg.
+func EncodeServerMsg(msg *proto.ServerMsg) ([]byte, error) {
 	w := &pbWriter{}
 	var err error
 	switch msg.Type {
@@ -179,7 +130,7 @@ func encodeServerMsg(msg *wsServerMsg, protobuf bool) ([]byte, error) {
 	default:
 		w.message(3, func(w *pbWriter) {
 			w.uvarint(1, uint64(int64(*msg.RequestID)))
-			if resp, ok := msg.Response.(fetchCursorResp); ok {
+			if resp, ok := msg.Response.(proto.FetchCursorResp); ok {
 				w.message(wsRequestFields["fetch_cursor"], func(w *pbWriter) {
 					for _, e := range resp.Entries {
 						w.message(1, func(w *pbWriter) { pbCursorEntry(w, e) })

@@ -1,4 +1,4 @@
-package hrana_test
+package ws_test
 
 import (
 	"crypto/ed25519"

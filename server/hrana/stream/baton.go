@@ -1,4 +1,4 @@
-package hrana
+package stream
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package hrana
+package hranapb
 
 import (
 	"fmt"
@@ -8,9 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Hand-written protobuf wire helpers for Hrana 3's protobuf encoding: the
-// messages are few and small, and decoding straight into the JSON structs
-// keeps one request executor for both encodings.
+// The wire helpers the message codecs are written with.
 
 // pbField is one decoded field: varint and fixed values in num, length-
 // delimited ones in raw.

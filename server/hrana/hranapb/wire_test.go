@@ -1,10 +1,11 @@
-package hrana
+package hranapb
 
 import (
 	"math/rand"
 	"strings"
 	"testing"
 
+	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/sqlconn"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -13,9 +14,9 @@ import (
 // in place; the encoding must still parse field by field.
 func TestProtobufLongNestedMessages(t *testing.T) {
 	for _, n := range []int{0, 127, 128, 16383, 16384, 3 << 20} {
-		text := strings.Repeat("x", n)
-		res := &stmtResultJSON{Cols: []colJSON{{Name: ptr("c")}}, Rows: [][]valueJSON{{{Type: sqlconn.Text, Text: text}}}}
-		out, err := pbPipelineResp(&pipelineRespBody{Results: []streamResult{okResult(map[string]any{"type": "execute", "result": res})}})
+		text, col := strings.Repeat("x", n), "c"
+		res := &proto.StmtResult{Cols: []proto.Col{{Name: &col}}, Rows: [][]proto.Value{{{Type: sqlconn.Text, Text: text}}}}
+		out, err := EncodePipelineResponse(&proto.PipelineResponse{Results: []proto.StreamResult{{Type: "ok", Response: map[string]any{"type": "execute", "result": res}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestProtobufMalformedInput(t *testing.T) {
 			})
 		})
 	})
-	if _, err := pbDecodePipelineReq(w.b); err == nil || !strings.Contains(err.Error(), "nest deeper") {
+	if _, err := DecodePipelineRequest(w.b); err == nil || !strings.Contains(err.Error(), "nest deeper") {
 		t.Fatalf("deep conditions: %v", err)
 	}
 	valid := &pbWriter{}
@@ -77,12 +78,12 @@ func TestProtobufMalformedInput(t *testing.T) {
 			})
 		})
 	})
-	body, err := pbDecodePipelineReq(valid.b)
+	body, err := DecodePipelineRequest(valid.b)
 	if err != nil || len(body.Requests) != 1 || body.Requests[0].Type != "execute" || body.Requests[0].Stmt.Args[0].Int != -5 {
 		t.Fatalf("valid body: %+v %v", body, err)
 	}
 	for _, bad := range [][]byte{{0xff}, {0x0a, 0x05, 'a'}, {0x12, 0x02, 0x12, 0x09}, {0x08}} {
-		if _, err := pbDecodePipelineReq(bad); err == nil {
+		if _, err := DecodePipelineRequest(bad); err == nil {
 			t.Errorf("% x decoded without an error", bad)
 		}
 	}
@@ -92,7 +93,7 @@ func TestProtobufMalformedInput(t *testing.T) {
 		for range 1 + rng.Intn(4) {
 			b[rng.Intn(len(b))] = byte(rng.Intn(256))
 		}
-		_, _ = pbDecodePipelineReq(b[:rng.Intn(len(b)+1)])
-		_, _ = pbDecodeCursorReq(b)
+		_, _ = DecodePipelineRequest(b[:rng.Intn(len(b)+1)])
+		_, _ = DecodeCursorRequest(b)
 	}
 }

@@ -1,4 +1,4 @@
-package hrana
+package proto
 
 import (
 	"bytes"
@@ -16,107 +16,124 @@ import (
 
 // The JSON shapes of Hrana 1-3 over HTTP (docs/HRANA_3_SPEC.md, HTTP_V1/V2_SPEC.md).
 
-type pipelineReqBody struct {
+// PipelineRequest is a pipeline request body (PipelineReqBody).
+type PipelineRequest struct {
 	Baton    *string         `json:"baton"`
-	Requests []streamRequest `json:"requests"`
+	Requests []StreamRequest `json:"requests"`
 }
 
-type pipelineRespBody struct {
+// PipelineResponse is a pipeline answer (PipelineRespBody).
+type PipelineResponse struct {
 	Baton   *string        `json:"baton"`
 	BaseURL *string        `json:"base_url"`
-	Results []streamResult `json:"results"`
+	Results []StreamResult `json:"results"`
 }
 
-type cursorReqBody struct {
-	Baton *string    `json:"baton"`
-	Batch *batchJSON `json:"batch"`
+// CursorRequest is a cursor request body (CursorReqBody).
+type CursorRequest struct {
+	Baton *string `json:"baton"`
+	Batch *Batch  `json:"batch"`
 }
 
-type cursorRespBody struct {
+// CursorResponse heads a cursor answer (CursorRespBody).
+type CursorResponse struct {
 	Baton   *string `json:"baton"`
 	BaseURL *string `json:"base_url"`
 }
 
-type streamRequest struct {
-	Type  string     `json:"type"`
-	Stmt  *stmtJSON  `json:"stmt"`
-	Batch *batchJSON `json:"batch"`
-	SQL   *string    `json:"sql"`
-	SQLID *int32     `json:"sql_id"`
+// StreamRequest is one request of a pipeline (and of a WebSocket request).
+type StreamRequest struct {
+	Type  string  `json:"type"`
+	Stmt  *Stmt   `json:"stmt"`
+	Batch *Batch  `json:"batch"`
+	SQL   *string `json:"sql"`
+	SQLID *int32  `json:"sql_id"`
 }
 
-type streamResult struct {
+// StreamResult is the outcome of one StreamRequest.
+type StreamResult struct {
 	Type     string `json:"type"` // "ok" or "error"
 	Response any    `json:"response,omitempty"`
 	Error    *Error `json:"error,omitempty"`
 }
 
-type stmtJSON struct {
-	SQL       *string     `json:"sql"`
-	SQLID     *int32      `json:"sql_id"`
-	Args      []valueJSON `json:"args"`
-	NamedArgs []namedArg  `json:"named_args"`
-	WantRows  *bool       `json:"want_rows"`
+// Stmt is a statement with its arguments.
+type Stmt struct {
+	SQL       *string    `json:"sql"`
+	SQLID     *int32     `json:"sql_id"`
+	Args      []Value    `json:"args"`
+	NamedArgs []NamedArg `json:"named_args"`
+	WantRows  *bool      `json:"want_rows"`
 }
 
-type namedArg struct {
-	Name  string    `json:"name"`
-	Value valueJSON `json:"value"`
+// NamedArg is an argument bound by name.
+type NamedArg struct {
+	Name  string `json:"name"`
+	Value Value  `json:"value"`
 }
 
-type batchJSON struct {
-	Steps []batchStep `json:"steps"`
+// Batch is statements run in order, each under an optional condition.
+type Batch struct {
+	Steps []BatchStep `json:"steps"`
 }
 
-type batchStep struct {
-	Condition *batchCond `json:"condition"`
-	Stmt      stmtJSON   `json:"stmt"`
+// BatchStep is one statement of a Batch.
+type BatchStep struct {
+	Condition *BatchCond `json:"condition"`
+	Stmt      Stmt       `json:"stmt"`
 }
 
-type batchCond struct {
+// BatchCond decides whether a BatchStep runs.
+type BatchCond struct {
 	Type  string      `json:"type"`
 	Step  *uint32     `json:"step"`
-	Cond  *batchCond  `json:"cond"`
-	Conds []batchCond `json:"conds"`
+	Cond  *BatchCond  `json:"cond"`
+	Conds []BatchCond `json:"conds"`
 }
 
-type stmtResultJSON struct {
-	Cols             []colJSON     `json:"cols"`
-	Rows             [][]valueJSON `json:"rows"`
-	AffectedRowCount int64         `json:"affected_row_count"`
-	LastInsertRowID  *string       `json:"last_insert_rowid"`
-	RowsRead         int64         `json:"rows_read"`
-	RowsWritten      int64         `json:"rows_written"`
-	QueryDurationMS  float64       `json:"query_duration_ms"`
-	ReplicationIndex *string       `json:"replication_index,omitempty"`
-	// rowsJSON, when set, are the rows already encoded (the elements of
+// StmtResult is the result of one statement.
+type StmtResult struct {
+	Cols             []Col     `json:"cols"`
+	Rows             [][]Value `json:"rows"`
+	AffectedRowCount int64     `json:"affected_row_count"`
+	LastInsertRowID  *string   `json:"last_insert_rowid"`
+	RowsRead         int64     `json:"rows_read"`
+	RowsWritten      int64     `json:"rows_written"`
+	QueryDurationMS  float64   `json:"query_duration_ms"`
+	ReplicationIndex *string   `json:"replication_index,omitempty"`
+	// RowsJSON, when set, are the rows already encoded (the elements of
 	// "rows"), streamed from SQLite; Rows is then empty.
-	rowsJSON []byte
+	RowsJSON []byte `json:"-"`
 }
 
-type colJSON struct {
+// Col is a result column.
+type Col struct {
 	Name     *string `json:"name"`
 	DeclType *string `json:"decltype"`
 }
 
-type batchResultJSON struct {
-	StepResults      []*stmtResultJSON `json:"step_results"`
-	StepErrors       []*Error          `json:"step_errors"`
-	ReplicationIndex *string           `json:"replication_index,omitempty"`
+// BatchResult is the result of a Batch, step by step.
+type BatchResult struct {
+	StepResults      []*StmtResult `json:"step_results"`
+	StepErrors       []*Error      `json:"step_errors"`
+	ReplicationIndex *string       `json:"replication_index,omitempty"`
 }
 
-type describeResultJSON struct {
-	Params     []describeParam `json:"params"`
-	Cols       []describeCol   `json:"cols"`
+// DescribeResult describes a statement without running it.
+type DescribeResult struct {
+	Params     []DescribeParam `json:"params"`
+	Cols       []DescribeCol   `json:"cols"`
 	IsExplain  bool            `json:"is_explain"`
 	IsReadonly bool            `json:"is_readonly"`
 }
 
-type describeParam struct {
+// DescribeParam is a parameter of a described statement.
+type DescribeParam struct {
 	Name *string `json:"name"`
 }
 
-type describeCol struct {
+// DescribeCol is a result column of a described statement.
+type DescribeCol struct {
 	Name     string  `json:"name"`
 	DeclType *string `json:"decltype"`
 }
@@ -130,10 +147,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// valueJSON is one Hrana value: integers as decimal strings, blobs as base64.
-type valueJSON sqlconn.Value
+// Value is one Hrana value: integers as decimal strings, blobs as base64.
+type Value sqlconn.Value
 
-func (v *valueJSON) UnmarshalJSON(data []byte) error {
+func (v *Value) UnmarshalJSON(data []byte) error {
 	var raw struct {
 		Type   string          `json:"type"`
 		Value  json.RawMessage `json:"value"`
@@ -144,14 +161,14 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 	}
 	switch raw.Type {
 	case "null":
-		*v = valueJSON{Type: sqlconn.Null}
+		*v = Value{Type: sqlconn.Null}
 	case "integer":
 		s := string(bytes.Trim(raw.Value, `"`))
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return fmt.Errorf("integer value %s is not a 64-bit integer", raw.Value)
 		}
-		*v = valueJSON{Type: sqlconn.Integer, Int: n}
+		*v = Value{Type: sqlconn.Integer, Int: n}
 	case "float":
 		f := 0.0
 		if len(raw.Value) > 0 {
@@ -161,13 +178,13 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 				return fmt.Errorf("float value %s is not a number", raw.Value)
 			}
 		}
-		*v = valueJSON{Type: sqlconn.Float, Float: f}
+		*v = Value{Type: sqlconn.Float, Float: f}
 	case "text":
 		var s string
 		if err := json.Unmarshal(raw.Value, &s); err != nil {
 			return fmt.Errorf("text value %s is not a string", raw.Value)
 		}
-		*v = valueJSON{Type: sqlconn.Text, Text: s}
+		*v = Value{Type: sqlconn.Text, Text: s}
 	case "blob":
 		if raw.Base64 == nil {
 			return fmt.Errorf("blob value has no base64 field")
@@ -176,7 +193,7 @@ func (v *valueJSON) UnmarshalJSON(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("blob value: %w", err)
 		}
-		*v = valueJSON{Type: sqlconn.Blob, Blob: b}
+		*v = Value{Type: sqlconn.Blob, Blob: b}
 	default:
 		return fmt.Errorf("unknown value type %q (want null, integer, float, text or blob)", raw.Type)
 	}
@@ -195,7 +212,7 @@ func decodeBase64(s string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(s)
 }
 
-func (v valueJSON) MarshalJSON() ([]byte, error) {
+func (v Value) MarshalJSON() ([]byte, error) {
 	return appendValue(nil, sqlconn.Value(v)), nil
 }
 
@@ -233,13 +250,4 @@ func appendBlob(b, blob []byte) []byte {
 	b = append(b, `{"type":"blob","base64":"`...)
 	b = base64.RawStdEncoding.AppendEncode(b, blob)
 	return append(b, `"}`...)
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func stringOrNil(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
