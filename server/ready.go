@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicedb/sluice/server/httpjson"
 )
 
 // serveReady answers 200 while the replica accepted an upload or a probe
@@ -41,7 +43,5 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	writeJSON(w, body)
+	httpjson.Write(w, code, body)
 }

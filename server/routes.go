@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/jsonapi"
 	"github.com/sluicedb/sluice/server/metrics"
 )
@@ -64,11 +64,11 @@ func (s *Server) routes() http.Handler {
 	}))
 	root := http.NewServeMux()
 	root.Handle("GET /health", s.instrument("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]string{"status": "ok"})
+		httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	root.Handle("GET /ready", s.instrument("GET /ready", s.serveReady))
 	root.Handle("GET /version", s.instrument("GET /version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]string{"version": s.version, "server": "sluice"})
+		httpjson.Write(w, http.StatusOK, map[string]string{"version": s.version, "server": "sluice"})
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
 	root.Handle("/", s.webSocketOr(limited))
@@ -109,12 +109,6 @@ func (s *Server) isMetricsToken(header string) bool {
 	scheme, cred, ok := strings.Cut(strings.TrimSpace(header), " ")
 	return want != "" && ok && strings.EqualFold(scheme, "Bearer") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), []byte(want)) == 1
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(b, '\n'))
 }
 
 // limitBody caps request bodies (413 from the JSON decoder; Hrana has the same cap).

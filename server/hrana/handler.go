@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/server/hrana/stream"
 	"github.com/sluicedb/sluice/server/hrana/ws"
 	"github.com/sluicedb/sluice/server/httperr"
+	"github.com/sluicedb/sluice/server/httpjson"
 )
 
 // Config tunes the handler. Zero values take the defaults below.
@@ -301,17 +302,14 @@ func writeHTTPError(w http.ResponseWriter, status int, e *proto.Error) {
 // writeJSON answers with exactly "application/json": @libsql/client parses
 // error bodies only for that content type, without parameters.
 func writeJSON(w http.ResponseWriter, status int, v any, bm dbhost.Bookmark) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		data = []byte(`{"message":"could not encode the response","code":"INTERNAL_ERROR","error":"could not encode the response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
 	if bm > 0 {
 		w.Header().Set(dbhost.BookmarkHeader, formatBookmark(bm))
 	}
-	w.WriteHeader(status)
-	_, _ = w.Write(data)
+	if err := httpjson.Write(w, status, v); err != nil {
+		w.Header().Del(dbhost.BookmarkHeader)
+		httpjson.Write(w, http.StatusInternalServerError, map[string]string{
+			"message": "could not encode the response", "code": dberr.CodeInternalError, "error": "could not encode the response"})
+	}
 }
 
 // WriteError answers an HTTP request on a Hrana route with err, in the

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/httperr"
+	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -325,18 +326,8 @@ func WriteError(w http.ResponseWriter, err error) {
 		fields["bookmark"] = strconv.FormatUint(uint64(nd.TXID), 10)
 		w.Header().Set(dbhost.BookmarkHeader, fields["bookmark"])
 	}
-	body, _ := json.Marshal(map[string]any{"error": fields})
-	w.Header().Set("Content-Type", "application/json")
 	httperr.SetRetryAfter(w.Header(), status)
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	httpjson.Write(w, status, map[string]any{"error": fields})
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -352,7 +343,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 			visible = append(visible, in)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"databases": visible})
+	httpjson.Write(w, http.StatusOK, map[string]any{"databases": visible})
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
@@ -364,7 +355,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, a.info(r.Context(), name))
+	httpjson.Write(w, http.StatusCreated, a.info(r.Context(), name))
 }
 
 func (a *API) info(ctx context.Context, name string) any {
@@ -394,7 +385,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.info(r.Context(), name))
+	httpjson.Write(w, http.StatusOK, a.info(r.Context(), name))
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request) {
@@ -407,5 +398,5 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": name, "replica_purged": purge})
+	httpjson.Write(w, http.StatusOK, map[string]any{"deleted": name, "replica_purged": purge})
 }

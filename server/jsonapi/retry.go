@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -62,7 +63,7 @@ func (a *API) bookmark(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(durable), 10))
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpjson.Write(w, http.StatusOK, map[string]any{
 		"bookmark":         strconv.FormatUint(want, 10),
 		"durable":          uint64(durable) >= want,
 		"durable_bookmark": strconv.FormatUint(uint64(durable), 10),
