@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/dberr"
 )
 
@@ -105,7 +106,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	if purge {
 		defer h.forgetReplicaNames()
-		store := Sub(h.opts.Store, name)
+		store := replica.Sub(h.opts.Store, name)
 		objs, err := store.List(ctx, "")
 		if err == nil {
 			keys := make([]string, len(objs))

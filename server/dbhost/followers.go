@@ -12,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/follow"
 	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
@@ -80,7 +81,7 @@ func (h *Host) follower(ctx context.Context, name string) (*followed, error) {
 	if h.isClosed() {
 		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
 	}
-	store := Sub(h.opts.Store, name)
+	store := replica.Sub(h.opts.Store, name)
 	f, err := follow.Open(ctx, h.followPath(name), store, follow.Options{
 		PollInterval: h.opts.Follow.PollInterval, Logger: h.opts.Logger.With("follower", name)})
 	if errors.Is(err, restore.ErrNoReplica) {
@@ -172,7 +173,7 @@ func (h *Host) closeFollowers() {
 // followOnlyLeader is Get's answer in FollowOnly mode: the current lease
 // holder, for the server to forward writes to.
 func (h *Host) followOnlyLeader(ctx context.Context, name string) error {
-	rec, _, _ := lease.Read(ctx, Sub(h.opts.Store, name))
+	rec, _, _ := lease.Read(ctx, replica.Sub(h.opts.Store, name))
 	return &NotLeaderError{Name: name, Leader: rec}
 }
 

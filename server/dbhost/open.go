@@ -20,7 +20,7 @@ import (
 // database restored from the replica is reported as a conflict.
 func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*database, error) {
 	path := h.path(name)
-	store := Sub(h.opts.Store, name)
+	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
 		release, err := h.leases.acquire(ctx, name, store)

@@ -20,7 +20,7 @@ type Observer interface {
 // Options configure a Host. Zero values get the defaults in brackets.
 type Options struct {
 	DataDir          string
-	Store            replica.Store // each database replicates to Sub(Store, name)
+	Store            replica.Store // each database replicates to replica.Sub(Store, name)
 	Replication      Replication
 	Durability       groupcommit.Durability
 	StatementTimeout time.Duration // per statement [5s]
