@@ -88,7 +88,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	path := h.path(name)
 	_, statErr := os.Stat(path)
 	if db == nil && statErr != nil && !purge {
-		return notFound(name)
+		return NotFound(name)
 	}
 	if db != nil {
 		db.deleting.Store(true)

@@ -27,7 +27,9 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		if err != nil {
 			return nil, err
 		}
-		h.dropFollower(name) // the writer restores from the bucket, at least as new
+		if h.opts.OnWriterOpening != nil {
+			h.opts.OnWriterOpening(name)
+		}
 		defer func() {
 			h.mu.Lock()
 			opened := h.dbs[name] != nil
@@ -43,7 +45,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		case err != nil:
 			return nil, err
 		case !restored && !create:
-			return nil, notFound(name)
+			return nil, NotFound(name)
 		case !restored:
 			if err := createEmpty(path); err != nil {
 				return nil, dberr.New(dberr.CodeInternal, "create database "+quote(name)+": "+err.Error())

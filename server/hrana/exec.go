@@ -12,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -50,9 +51,9 @@ type execution struct {
 }
 
 // noteNeedsWriter records err if it says that the request needs the
-// database's writer (dbhost.NeedsWriterError, from a read replica).
+// database's writer (readreplica.NeedsWriterError, from a read replica).
 func (x *execution) noteNeedsWriter(err error) {
-	if x.needsWriter == nil && dbhost.IsNeedsWriter(err) {
+	if x.needsWriter == nil && readreplica.IsNeedsWriter(err) {
 		x.needsWriter = err
 	}
 }
