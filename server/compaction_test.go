@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
-	"github.com/sluicedb/sluice/server/dbhost"
 )
 
 // hangingStore's reads of LTX files never answer while hang is set, as on a
@@ -54,7 +53,7 @@ func TestIdleDatabasesAreCompactedAfterClosing(t *testing.T) {
 	for {
 		done := 0
 		for _, name := range names {
-			levels, err := replica.ListAllLTX(context.Background(), dbhost.Sub(store, name))
+			levels, err := replica.ListAllLTX(context.Background(), replica.Sub(store, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +117,7 @@ func TestShutdownCancelsCompactionInsteadOfWaiting(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("shutdown took %s with a compaction pass in flight; want it cancelled", d)
 	}
-	levels, err := replica.ListAllLTX(context.Background(), dbhost.Sub(fs, "a"))
+	levels, err := replica.ListAllLTX(context.Background(), replica.Sub(fs, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}

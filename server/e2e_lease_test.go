@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/testenv"
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
-	"github.com/sluicedb/sluice/server/dbhost"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -46,7 +46,7 @@ func restoredInt(t *testing.T, url, query string) int64 {
 	}
 	defer store.Close()
 	out := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := restore.Restore(context.Background(), dbhost.Sub(store, "default"), out, restore.Options{}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, "default"), out, restore.Options{}); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	c, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)

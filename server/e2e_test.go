@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/testenv"
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
-	"github.com/sluicedb/sluice/server/dbhost"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -166,7 +166,7 @@ func TestServeBinaryKill9LosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	defer store.Close()
 	out := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := restore.Restore(context.Background(), dbhost.Sub(store, "default"), out, restore.Options{IntegrityCheck: true}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, "default"), out, restore.Options{IntegrityCheck: true}); err != nil {
 		t.Fatalf("restore after kill -9: %v", err)
 	}
 	have := idsIn(t, out)

@@ -9,8 +9,8 @@ import (
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
-	"github.com/sluicedb/sluice/server/dbhost"
 )
 
 // A row written to a served database's file by another process's SQLite
@@ -42,7 +42,7 @@ func TestExternalWriteIsShipped(t *testing.T) {
 
 	time.Sleep(2 * poll)
 	out := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := restore.Restore(context.Background(), dbhost.Sub(store, "app"), out, restore.Options{}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, "app"), out, restore.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	rc, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)

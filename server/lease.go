@@ -12,6 +12,7 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/metrics"
+	"github.com/sluicedb/sluice/server/readreplica"
 )
 
 // Multi-instance mode: each instance writes a database only while it holds
@@ -50,18 +51,21 @@ func (s *Server) newForwarder() *forward.Forwarder {
 		return nil
 	}
 	return forward.New(forward.Config{
-		Host:       forwardHost{s.host},
+		Host:       forwardHost{s.host, s.replicas},
 		Store:      s.store,
 		Timeout:    time.Duration(s.cfg.Lease.ForwardTimeout),
 		WriteError: writeError,
 	})
 }
 
-// forwardHost gives forward the host's follower views.
-type forwardHost struct{ *dbhost.Host }
+// forwardHost gives forward the host and the views of the read replicas.
+type forwardHost struct {
+	*dbhost.Host
+	replicas *readreplica.Set
+}
 
 func (h forwardHost) ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (forward.Replica, error) {
-	v, err := h.Host.ReadReplica(ctx, name, bookmark)
+	v, err := h.replicas.View(ctx, name, bookmark)
 	if err != nil {
 		return nil, err
 	}
@@ -112,13 +116,13 @@ func (s *Server) perDatabase(local http.HandlerFunc, read *forward.Reader) http.
 
 // registerFollowerMetrics exports every follower's lag.
 func (s *Server) registerFollowerMetrics() {
-	stat := func(f func(dbhost.FollowerStats) float64) func() []metrics.Sample {
+	stat := func(f func(readreplica.Stats) float64) func() []metrics.Sample {
 		return func() []metrics.Sample {
-			if s.host == nil {
+			if s.replicas == nil {
 				return nil
 			}
 			var out []metrics.Sample
-			for _, st := range s.host.FollowerStats() {
+			for _, st := range s.replicas.Stats() {
 				out = append(out, metrics.Sample{Labels: []string{st.Name}, Value: f(st)})
 			}
 			return out
@@ -126,11 +130,11 @@ func (s *Server) registerFollowerMetrics() {
 	}
 	db := []string{"db"}
 	s.metrics.reg.GaugeFunc("sluice_follower_txid", "TXID the follower (read replica) has applied.", db,
-		stat(func(st dbhost.FollowerStats) float64 { return float64(st.TXID) }))
+		stat(func(st readreplica.Stats) float64 { return float64(st.TXID) }))
 	s.metrics.reg.GaugeFunc("sluice_follower_lag_txids", "TXIDs known to exist in the replica (from bookmarks and checks) that the follower has not applied.", db,
-		stat(func(st dbhost.FollowerStats) float64 { return float64(st.LagTXIDs) }))
+		stat(func(st readreplica.Stats) float64 { return float64(st.LagTXIDs) }))
 	s.metrics.reg.GaugeFunc("sluice_follower_lag_seconds", "Delay between the writer's upload and the follower's apply of the last file.", db,
-		stat(func(st dbhost.FollowerStats) float64 { return st.Lag.Seconds() }))
+		stat(func(st readreplica.Stats) float64 { return st.Lag.Seconds() }))
 	s.metrics.reg.GaugeFunc("sluice_follower_behind_seconds", "0 when caught up; else the age of the last applied file.", db,
-		stat(func(st dbhost.FollowerStats) float64 { return st.Behind.Seconds() }))
+		stat(func(st readreplica.Stats) float64 { return st.Behind.Seconds() }))
 }

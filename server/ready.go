@@ -30,10 +30,10 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			body["error"] = "no upload or probe accepted within the error budget"
 		}
 	}
-	if st.Ready && s.cfg.Lease.Follow && s.host != nil {
+	if st.Ready && s.cfg.Lease.Follow && s.replicas != nil {
 		// A read replica is ready while its followers keep up with the bucket.
 		budget := time.Duration(s.cfg.ReplicaErrorBudget)
-		for _, f := range s.host.FollowerStats() {
+		for _, f := range s.replicas.Stats() {
 			if budget > 0 && f.Behind > budget {
 				code = http.StatusServiceUnavailable
 				body["status"] = "not ready"

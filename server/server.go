@@ -27,6 +27,7 @@ import (
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/readreplica"
 )
 
 // DefaultMaxBodyBytes is the request body limit unless configured.
@@ -39,13 +40,16 @@ type Server struct {
 	version string
 	store   replica.Store
 	host    *dbhost.Host
-	hrana   *hrana.Handler
-	auth    *auth.Authenticator
-	metrics *serverMetrics
-	watch   *watch.Watch // the replica's readiness (/ready)
-	compact *compaction
-	handler http.Handler
-	cert    *certFiles // nil: plain HTTP
+	// replicas are the read replicas of the databases other instances
+	// write (multi-instance mode); empty otherwise.
+	replicas *readreplica.Set
+	hrana    *hrana.Handler
+	auth     *auth.Authenticator
+	metrics  *serverMetrics
+	watch    *watch.Watch // the replica's readiness (/ready)
+	compact  *compaction
+	handler  http.Handler
+	cert     *certFiles // nil: plain HTTP
 
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
@@ -106,9 +110,19 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	}, s.watch)
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
+	counted := s.metrics.countPuts(store)
+	s.replicas = readreplica.New(readreplica.Options{
+		DataDir:          cfg.DataDir,
+		Store:            counted,
+		ReadConns:        cfg.Limits.ReadConnections,
+		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
+		PollInterval:     time.Duration(cfg.Lease.PollInterval),
+		BookmarkWait:     time.Duration(cfg.Lease.BookmarkWait),
+		Logger:           logger,
+	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
-		Store:            s.metrics.countPuts(store),
+		Store:            counted,
 		Replication:      dbhost.EngineReplication(logger, s.compact.perDatabase()),
 		Durability:       durability,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
@@ -124,7 +138,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Observer:         s.metrics,
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
-		Follow:           dbhost.FollowOptions{PollInterval: time.Duration(cfg.Lease.PollInterval), BookmarkWait: time.Duration(cfg.Lease.BookmarkWait)},
+		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
@@ -258,7 +272,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Ship, release every lease, and keep listening a moment: requests
 		// that still arrive are forwarded to the instances taking over.
 		s.forward.BeginHandoff(shutCtx)
-		handoffErr = s.host.Close(shutCtx)
+		handoffErr = s.closeHost(shutCtx)
 		s.hostClosed = true
 		s.log.Info("leases released; forwarding late requests to the new holders")
 		s.forward.DrainHandoff(shutCtx)
@@ -280,7 +294,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.hrana.Close()
 	var err error
 	if !s.hostClosed {
-		err = s.host.Close(ctx)
+		err = s.closeHost(ctx)
 	}
 	s.store.Close()
 	if err != nil {
@@ -288,6 +302,13 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.log.Info("shutdown complete: everything committed was shipped")
 	return nil
+}
+
+// closeHost stops the read replicas, then closes every database (final
+// uploads) and releases this instance's leases.
+func (s *Server) closeHost(ctx context.Context) error {
+	s.replicas.Close()
+	return s.host.Close(ctx)
 }
 
 // ListenAndServe listens on cfg.Listen and serves until ctx ends.

@@ -23,7 +23,6 @@ import (
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
 	"github.com/sluicedb/sluice/server/dberr"
-	"github.com/sluicedb/sluice/server/dbhost"
 	"zombiezen.com/go/sqlite"
 )
 
@@ -210,7 +209,7 @@ func TestJSONAPI(t *testing.T) {
 	// The server still serves, and the bucket has every acknowledged write.
 	expect(t, query(t, base, "app", "", `{"sql":"SELECT 1"}`), 200)
 	out := filepath.Join(t.TempDir(), "r.db")
-	if _, err := restore.Restore(context.Background(), dbhost.Sub(store, "app"), out, restore.Options{}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, "app"), out, restore.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)
@@ -436,7 +435,7 @@ func TestGracefulShutdownShipsEverything(t *testing.T) {
 	close(stop)
 	acked.Wait()
 	out := filepath.Join(t.TempDir(), "r.db")
-	if _, err := restore.Restore(context.Background(), dbhost.Sub(store, "default"), out, restore.Options{}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, "default"), out, restore.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := sqlite.OpenConn(out, sqlite.OpenReadOnly)

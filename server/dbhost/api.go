@@ -2,7 +2,8 @@
 // ends: it opens, creates, restores, deletes and evicts them, runs reads on a
 // pool of read connections, hands writes to each database's write path
 // (server/groupcommit), gives interactive sessions a dedicated connection,
-// and holds the leases and followers of multi-instance mode.
+// and holds the leases of multi-instance mode. The read replicas of the
+// databases other instances write are package server/readreplica's.
 //
 // It imports sqlconn (the connection layer), groupcommit, engine, restore
 // and replica;

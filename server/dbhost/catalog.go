@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/dberr"
 )
 
@@ -87,7 +88,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	path := h.path(name)
 	_, statErr := os.Stat(path)
 	if db == nil && statErr != nil && !purge {
-		return notFound(name)
+		return NotFound(name)
 	}
 	if db != nil {
 		db.deleting.Store(true)
@@ -105,7 +106,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	if purge {
 		defer h.forgetReplicaNames()
-		store := Sub(h.opts.Store, name)
+		store := replica.Sub(h.opts.Store, name)
 		objs, err := store.List(ctx, "")
 		if err == nil {
 			keys := make([]string, len(objs))

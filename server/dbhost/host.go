@@ -26,8 +26,7 @@ type Host struct {
 	dbs       map[string]*database
 	locks     map[string]*sync.Mutex // serialises open/create/delete per name
 	closed    bool
-	leases    *leaseTable // nil without Options.Lease
-	follows   *followTable
+	leases    *leaseTable              // nil without Options.Lease
 	stop      chan struct{}            // ends the idle sweeper
 	bucket    bucketNames              // databases found in the replica, for List
 	opening   int                      // slots reserved by databases being opened (under mu)
@@ -45,8 +44,7 @@ func New(opts Options) (*Host, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", opts.DataDir, err)
 	}
-	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{},
-		follows: &followTable{m: map[string]*followed{}, open: map[string]*sync.Mutex{}}}
+	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}
 	if opts.Lease != nil {
 		h.leases = newLeaseTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
 			_, err := h.Get(ctx, name)
@@ -96,7 +94,9 @@ func (h *Host) cached(name string) (*database, error) {
 	return db, nil
 }
 
-func notFound(name string) *dberr.Error {
+// NotFound is the NOT_FOUND error of a database that exists neither here
+// nor in the replica.
+func NotFound(name string) *dberr.Error {
 	return dberr.ForDatabase(dberr.CodeNotFound, name, "database "+quote(name)+" does not exist here or in the replica; create it with PUT /v1/databases/"+name)
 }
 
@@ -185,7 +185,6 @@ func (h *Host) Close(ctx context.Context) error {
 	dbs := h.dbs
 	h.dbs = map[string]*database{}
 	h.mu.Unlock()
-	h.closeFollowers()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, db := range dbs {

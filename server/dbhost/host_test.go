@@ -92,7 +92,7 @@ func queryInt(t testing.TB, db Database, sql string) int64 {
 func restoredCount(t testing.TB, store replica.Store, name, query string) int64 {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := restore.Restore(context.Background(), Sub(store, name), out, restore.Options{}); err != nil {
+	if _, err := restore.Restore(context.Background(), replica.Sub(store, name), out, restore.Options{}); err != nil {
 		t.Fatalf("restore %s: %v", name, err)
 	}
 	c, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)
@@ -369,7 +369,7 @@ func TestDeleteKeepsReplicaUnlessPurged(t *testing.T) {
 	if err := h.Delete(context.Background(), "d", true); err != nil {
 		t.Fatal(err)
 	}
-	if objs, err := Sub(store, "d").List(context.Background(), ""); err != nil || len(objs) != 0 {
+	if objs, err := replica.Sub(store, "d").List(context.Background(), ""); err != nil || len(objs) != 0 {
 		t.Fatalf("replica after purge: %v objects, err %v", len(objs), err)
 	}
 	if _, err := h.Get(context.Background(), "d"); err == nil || httperr.Status(err) != 404 {

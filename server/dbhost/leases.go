@@ -218,6 +218,13 @@ func (t *leaseTable) forget(name string, l *lease.Lease) {
 	t.mu.Unlock()
 }
 
+// followOnlyLeader is Get's answer in FollowOnly mode: the current lease
+// holder, for the server to forward writes to.
+func (h *Host) followOnlyLeader(ctx context.Context, name string) error {
+	rec, _, _ := lease.Read(ctx, replica.Sub(h.opts.Store, name))
+	return &NotLeaderError{Name: name, Leader: rec}
+}
+
 func (h *Host) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

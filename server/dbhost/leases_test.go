@@ -79,7 +79,7 @@ func TestLeaseOneWriterAndHandoff(t *testing.T) {
 			if n := restoredCount(t, store, DefaultDatabase, "SELECT count(*) FROM t"); n != 21 {
 				t.Fatalf("bucket has %d rows, want 21", n)
 			}
-			rec, _, _ := lease.Read(context.Background(), Sub(store, DefaultDatabase))
+			rec, _, _ := lease.Read(context.Background(), replica.Sub(store, DefaultDatabase))
 			if rec.Holder != "b" || rec.Epoch != 2 {
 				t.Fatalf("lease after handoff = %+v", rec)
 			}
@@ -98,7 +98,7 @@ func TestLeaseLossStopsWritesAndDropsLocalCopy(t *testing.T) {
 	}
 	write(t, dbA, "CREATE TABLE t(x)")
 	body, _ := json.Marshal(lease.Record{Holder: "intruder", URL: "http://intruder", Epoch: 7, Expires: time.Now().Add(time.Hour)})
-	if _, err := Sub(store, DefaultDatabase).Put(context.Background(), lease.Key, bytes.NewReader(body), int64(len(body))); err != nil {
+	if _, err := replica.Sub(store, DefaultDatabase).Put(context.Background(), lease.Key, bytes.NewReader(body), int64(len(body))); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * time.Second)

@@ -38,7 +38,7 @@ func TestMinIORestartRestoresAndContinues(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		write(t, db, "INSERT INTO t VALUES (1)")
 	}
-	pos, err := replica.LatestPos(context.Background(), Sub(store, DefaultDatabase))
+	pos, err := replica.LatestPos(context.Background(), replica.Sub(store, DefaultDatabase))
 	t.Logf("latest pos %v err %v", pos, err)
 	objs, _ := store.List(context.Background(), "")
 	for _, o := range objs {

@@ -20,14 +20,16 @@ import (
 // database restored from the replica is reported as a conflict.
 func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*database, error) {
 	path := h.path(name)
-	store := Sub(h.opts.Store, name)
+	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
 		release, err := h.leases.acquire(ctx, name, store)
 		if err != nil {
 			return nil, err
 		}
-		h.dropFollower(name) // the writer restores from the bucket, at least as new
+		if h.opts.OnWriterOpening != nil {
+			h.opts.OnWriterOpening(name)
+		}
 		defer func() {
 			h.mu.Lock()
 			opened := h.dbs[name] != nil
@@ -43,7 +45,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		case err != nil:
 			return nil, err
 		case !restored && !create:
-			return nil, notFound(name)
+			return nil, NotFound(name)
 		case !restored:
 			if err := createEmpty(path); err != nil {
 				return nil, dberr.New(dberr.CodeInternal, "create database "+quote(name)+": "+err.Error())

@@ -20,7 +20,7 @@ type Observer interface {
 // Options configure a Host. Zero values get the defaults in brackets.
 type Options struct {
 	DataDir          string
-	Store            replica.Store // each database replicates to Sub(Store, name)
+	Store            replica.Store // each database replicates to replica.Sub(Store, name)
 	Replication      Replication
 	Durability       groupcommit.Durability
 	StatementTimeout time.Duration // per statement [5s]
@@ -40,10 +40,15 @@ type Options struct {
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options
-	// FollowOnly: never write; serve reads from followers and answer every
-	// other use with a *NotLeaderError naming the lease holder (followers.go).
+	// FollowOnly: never write; answer every use with a *NotLeaderError
+	// naming the lease holder (reads are the read replicas' to answer:
+	// package server/readreplica).
 	FollowOnly bool
-	Follow     FollowOptions
+	// OnWriterOpening, if set, is called with a database's name once this
+	// instance holds its lease and before it restores the database: the
+	// server drops its read replica of it there (the writer restores from
+	// the bucket, at least as new).
+	OnWriterOpening func(name string)
 
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration

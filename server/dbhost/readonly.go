@@ -26,35 +26,16 @@ func (r readOnlyDB) Session(ctx context.Context) (Session, error) {
 	return nil, dberr.New(dberr.CodeForbidden, "read-only access: interactive sessions are not available")
 }
 
-// StatementsReadOnly reports whether every statement of sqls is read-only
-// as db's read connection prepares it: SQLite's own verdict, the one RunAuto
-// goes by. A statement that does not prepare there, or that needs a
-// connection of its own, is not. A server that does not write db asks this
-// before it answers a request from its read replica.
-func StatementsReadOnly(ctx context.Context, db Database, sqls []string) bool {
-	if len(sqls) == 0 {
-		return true
-	}
-	_, err := db.Read(ctx, func(c sqlconn.Conn) error {
-		for _, q := range sqls {
-			if d, err := c.Describe(ctx, q); err != nil || !d.ReadOnly {
-				return ErrWriteNeeded
-			}
-		}
-		return nil
-	})
-	return err == nil
-}
-
 // CurrentBookmark returns the replication position of a database hosted
-// here (0 for databases of other implementations), for response headers.
+// here or of a read replica's view (which has a Bookmark method; 0 for
+// databases of other implementations), for response headers.
 func CurrentBookmark(db Database) Bookmark {
 	switch d := db.(type) {
 	case *database:
 		return d.bookmark()
 	case readOnlyDB:
 		return CurrentBookmark(d.Database)
-	case *ReplicaView:
+	case interface{ Bookmark() Bookmark }:
 		return d.Bookmark()
 	}
 	return 0

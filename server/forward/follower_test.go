@@ -22,6 +22,7 @@ import (
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/jsonapi"
+	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -54,10 +55,11 @@ func (ws *writerStub) proxied() []string {
 }
 
 // followerHost is a follow-only instance whose database's lease names the
-// writer stub; its follower is dbhost's real one.
+// writer stub; its follower is a real read replica.
 type followerHost struct {
 	*dbhost.Host
-	writer string
+	replicas *readreplica.Set
+	writer   string
 }
 
 func (h followerHost) Get(ctx context.Context, name string) (dbhost.Database, error) {
@@ -65,7 +67,7 @@ func (h followerHost) Get(ctx context.Context, name string) (dbhost.Database, er
 }
 
 func (h followerHost) ReadReplica(ctx context.Context, name string, bm dbhost.Bookmark) (forward.Replica, error) {
-	v, err := h.Host.ReadReplica(ctx, name, bm)
+	v, err := h.replicas.View(ctx, name, bm)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +93,11 @@ func newHost(t *testing.T, store replica.Store, mod func(*dbhost.Options)) *dbho
 func instance(t *testing.T, store replica.Store, writer string, served *atomic.Int64) http.Handler {
 	follower := newHost(t, store, func(o *dbhost.Options) {
 		o.FollowOnly = true
-		o.Follow = dbhost.FollowOptions{PollInterval: 10 * time.Millisecond, BookmarkWait: 300 * time.Millisecond}
 	})
-	fw := forward.New(forward.Config{Host: followerHost{follower, writer}, Store: store, Timeout: time.Second,
+	replicas := readreplica.New(readreplica.Options{DataDir: t.TempDir(), Store: store, Logger: slog.New(slog.DiscardHandler),
+		PollInterval: 10 * time.Millisecond, BookmarkWait: 300 * time.Millisecond})
+	t.Cleanup(replicas.Close)
+	fw := forward.New(forward.Config{Host: followerHost{follower, replicas, writer}, Store: store, Timeout: time.Second,
 		WriteError: func(w http.ResponseWriter, r *http.Request, err error) {
 			if strings.HasPrefix(r.URL.Path, "/v1/databases/") {
 				jsonapi.WriteError(w, err)

@@ -6,7 +6,7 @@
 // instance hands its databases off on shutdown, it proxies to whoever takes
 // each over.
 //
-// It imports lease, replica and server/dbhost; the front door (package
+// It imports lease, replica, server/dbhost and server/readreplica; the front door (package
 // server) asks it, and gives it each protocol's read path as a Reader.
 package forward
 
@@ -23,18 +23,19 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
-// Host is what forwarding needs of the database host (dbhost.Host).
+// Host is what forwarding needs of the database host (dbhost.Host) and of
+// the read replicas (package server/readreplica).
 type Host interface {
 	// Get returns the database when this instance writes it, and a
 	// *dbhost.NotLeaderError naming the writer when another one does.
 	Get(ctx context.Context, name string) (dbhost.Database, error)
 	// ReadReplica returns the local follower's read-only database once it
-	// has applied bookmark (dbhost.Host.ReadReplica).
+	// has applied bookmark (readreplica.Set.View).
 	ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (Replica, error)
 }
 
 // Replica is a follower's read-only database: its Write and Session fail
-// with a *dbhost.NeedsWriterError.
+// with a *readreplica.NeedsWriterError.
 type Replica interface {
 	dbhost.Database
 	// Bookmark is the position the follower has applied.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/dberr"
-	"github.com/sluicedb/sluice/server/dbhost"
 )
 
 // Hand-off on SIGTERM in multi-instance mode: the writer stops writing,
@@ -105,7 +105,7 @@ func (f *Forwarder) toNextWriter(w http.ResponseWriter, r *http.Request, name st
 		f.cfg.WriteError(w, r, bodyError(err))
 		return
 	}
-	store := dbhost.Sub(f.cfg.Store, name)
+	store := replica.Sub(f.cfg.Store, name)
 	for {
 		rec, _, err := lease.Read(r.Context(), store)
 		now := time.Now()

@@ -23,7 +23,7 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // the only error body the clients parse). streamRows: answer is
 // writePipeline, which writes rows encoded as SQLite stepped them. On a
 // read replica that refused a write or a session it stops, answers nothing
-// and returns the *dbhost.NeedsWriterError (see ServeRead).
+// and returns the *readreplica.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
 	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
 	for i := range body.Requests {

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -51,9 +52,9 @@ type Execution struct {
 }
 
 // noteNeedsWriter records err if it says that the request needs the
-// database's writer (dbhost.NeedsWriterError, from a read replica).
+// database's writer (readreplica.NeedsWriterError, from a read replica).
 func (x *Execution) noteNeedsWriter(err error) {
-	if x.needsWriter == nil && dbhost.IsNeedsWriter(err) {
+	if x.needsWriter == nil && readreplica.IsNeedsWriter(err) {
 		x.needsWriter = err
 	}
 }

@@ -1,38 +1,36 @@
-package dbhost
+package replica
 
 import (
 	"context"
 	"io"
 	"strings"
-
-	"github.com/sluicedb/sluice/replica"
 )
 
 // Sub returns a view of store rooted at prefix (no leading or trailing
-// slash): each hosted database replicates to <replica>/<name>/. Close does
-// not close the parent store.
-func Sub(store replica.Store, prefix string) replica.Store {
+// slash): each database a server hosts replicates to <replica>/<name>/.
+// Close does not close the parent store.
+func Sub(store Store, prefix string) Store {
 	return &subStore{parent: store, prefix: strings.Trim(prefix, "/") + "/"}
 }
 
 type subStore struct {
-	parent replica.Store
+	parent Store
 	prefix string
 }
 
 func (s *subStore) key(k string) string { return s.prefix + k }
 
-func (s *subStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+func (s *subStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (ObjectInfo, error) {
 	info, err := s.parent.PutIfAbsent(ctx, s.key(key), r, size)
 	return s.strip(info), err
 }
 
-func (s *subStore) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (replica.ObjectInfo, error) {
+func (s *subStore) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (ObjectInfo, error) {
 	info, err := s.parent.PutIfMatch(ctx, s.key(key), r, size, etag)
 	return s.strip(info), err
 }
 
-func (s *subStore) Put(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+func (s *subStore) Put(ctx context.Context, key string, r io.Reader, size int64) (ObjectInfo, error) {
 	info, err := s.parent.Put(ctx, s.key(key), r, size)
 	return s.strip(info), err
 }
@@ -45,7 +43,7 @@ func (s *subStore) GetRange(ctx context.Context, key string, offset, length int6
 	return s.parent.GetRange(ctx, s.key(key), offset, length)
 }
 
-func (s *subStore) Stat(ctx context.Context, key string) (replica.ObjectInfo, error) {
+func (s *subStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	info, err := s.parent.Stat(ctx, s.key(key))
 	return s.strip(info), err
 }
@@ -58,7 +56,7 @@ func (s *subStore) Delete(ctx context.Context, keys ...string) error {
 	return s.parent.Delete(ctx, full...)
 }
 
-func (s *subStore) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, error) {
+func (s *subStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	objs, err := s.parent.List(ctx, s.key(prefix))
 	for i := range objs {
 		objs[i] = s.strip(objs[i])
@@ -66,7 +64,7 @@ func (s *subStore) List(ctx context.Context, prefix string) ([]replica.ObjectInf
 	return objs, err
 }
 
-func (s *subStore) strip(info replica.ObjectInfo) replica.ObjectInfo {
+func (s *subStore) strip(info ObjectInfo) ObjectInfo {
 	info.Key = strings.TrimPrefix(info.Key, s.prefix)
 	return info
 }
