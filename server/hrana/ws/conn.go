@@ -62,6 +62,10 @@ func (c *conn) serve() {
 		c.janitor()
 	}()
 	defer func() {
+		// The close frame goes out before c.ctx ends: a write still running
+		// under c.ctx when it is cancelled makes the library drop the
+		// connection at once, and the client would see EOF, not why.
+		c.awaitCloseHandshake()
 		c.cancel()
 		<-janitorDone
 		c.teardown()
@@ -93,6 +97,16 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
+}
+
+// awaitCloseHandshake waits for the closing handshake closeWith started, if any.
+func (c *conn) awaitCloseHandshake() {
+	c.mu.Lock()
+	done := c.closeDone
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 // closeWith starts the closing handshake; the reading goroutine then ends.

@@ -73,11 +73,6 @@ func (c *conn) teardown() {
 	for _, st := range live {
 		c.endStream(st)
 	}
-	c.mu.Lock()
-	closeDone := c.closeDone
-	c.mu.Unlock()
-	if closeDone != nil {
-		<-closeDone // the client hears why before the connection drops
-	}
+	c.awaitCloseHandshake() // the client hears why before the connection drops
 	_ = c.ws.CloseNow()
 }
