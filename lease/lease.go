@@ -18,7 +18,8 @@
 // provided clocks agree to within the margin. The conditional create of each
 // LTX file remains the last line of defence if they do not. GuardStore is
 // how a holder keeps that promise: a store that refuses every write once
-// the lease no longer holds.
+// the lease no longer holds. Table keeps the leases one process holds, by
+// database name, for the server and the sidecar alike.
 //
 // It imports replica and the standard library only.
 package lease

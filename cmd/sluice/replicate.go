@@ -202,8 +202,8 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		leases := newSidecarLeases(sf.lease)
-		defer leases.releaseAll(logger)
+		leases := newSidecarLeases(sf.lease, logger)
+		defer leases.releaseAll()
 		closeStores, err := restoreMissing(ctx, plan.targets, sf.lease, leases, logger, false)
 		if err != nil {
 			return err

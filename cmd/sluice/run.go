@@ -128,8 +128,8 @@ func superviseApp(ctx context.Context, sf *sidecarFlags, plan *sidecarPlan, cmdA
 			return err
 		}
 	}
-	leases := newSidecarLeases(sf.lease)
-	defer leases.releaseAll(logger)
+	leases := newSidecarLeases(sf.lease, logger)
+	defer leases.releaseAll()
 	closeStores, err := restoreMissing(ctx, targets, sf.lease, leases, logger, true)
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
@@ -39,35 +38,31 @@ func (f *leaseFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ttl, "lease-ttl", lease.DefaultTTL, "with -lease: lease time-to-live (renewed every third of it)")
 }
 
-// sidecarLeases holds the leases a sidecar process took, per database path.
+// sidecarLeases holds the leases a sidecar process took, per database path
+// (nil without -lease). A held lease is waited for in the foreground
+// (lease.Table.Acquire) or, with -lease-fail-fast, ends the process.
 type sidecarLeases struct {
-	flags  leaseFlags
-	holder string
-	mu     sync.Mutex
-	held   map[string]*lease.Lease
+	failFast bool
+	table    *lease.Table
 }
 
-func newSidecarLeases(f leaseFlags) *sidecarLeases {
-	return &sidecarLeases{flags: f, holder: lease.NewHolderID(), held: map[string]*lease.Lease{}}
+func newSidecarLeases(f leaseFlags, log *slog.Logger) *sidecarLeases {
+	if !f.on {
+		return nil
+	}
+	opts := lease.Options{Holder: lease.NewHolderID(), TTL: f.ttl, Logger: log}
+	return &sidecarLeases{failFast: f.failFast, table: lease.NewTable(opts, log, nil)}
 }
 
 // acquire takes path's lease on store (waiting unless fail-fast); a no-op
 // without -lease or if already held.
 func (s *sidecarLeases) acquire(ctx context.Context, path string, store replica.Store, log *slog.Logger) error {
-	if s == nil || !s.flags.on {
+	if s == nil || s.table.Lease(path) != nil {
 		return nil
 	}
-	s.mu.Lock()
-	have := s.held[path] != nil
-	s.mu.Unlock()
-	if have {
-		return nil
-	}
-	opts := lease.Options{Holder: s.holder, TTL: s.flags.ttl, Logger: log}
-	var l *lease.Lease
 	var err error
-	if s.flags.failFast {
-		l, err = lease.TryAcquire(ctx, store, opts)
+	if s.failFast {
+		_, err = s.table.TryAcquire(ctx, path, store)
 		var held *lease.HeldError
 		if errors.As(err, &held) {
 			fmt.Fprintf(os.Stderr, "sluice: LEASE HELD: %s: %v; -lease-fail-fast: not waiting\n", path, err)
@@ -75,7 +70,7 @@ func (s *sidecarLeases) acquire(ctx context.Context, path string, store replica.
 		}
 	} else {
 		logged := false
-		l, err = lease.Acquire(ctx, store, opts, func(r lease.Record) {
+		err = s.table.Acquire(ctx, path, store, func(r lease.Record) {
 			if !logged {
 				log.Info("another process holds the database's lease; waiting for it", "db", path, "holder", r.Holder, "expires", r.Expires)
 				logged = true
@@ -85,9 +80,6 @@ func (s *sidecarLeases) acquire(ctx context.Context, path string, store replica.
 	if err != nil {
 		return fmt.Errorf("%s: take the lease: %w", path, err)
 	}
-	s.mu.Lock()
-	s.held[path] = l
-	s.mu.Unlock()
 	return nil
 }
 
@@ -97,43 +89,12 @@ func (s *sidecarLeases) take(path string) *lease.Lease {
 	if s == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.held[path]
-	delete(s.held, path)
-	return l
+	return s.table.Take(path)
 }
 
-// release gives path's lease up (after its final upload).
-func (s *sidecarLeases) release(path string, log *slog.Logger) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	l := s.held[path]
-	delete(s.held, path)
-	s.mu.Unlock()
-	if l == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		log.Warn("releasing the lease failed; the next holder waits for it to expire", "db", path, "err", err)
-	}
-}
-
-func (s *sidecarLeases) releaseAll(log *slog.Logger) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	paths := make([]string, 0, len(s.held))
-	for p := range s.held {
-		paths = append(paths, p)
-	}
-	s.mu.Unlock()
-	for _, p := range paths {
-		s.release(p, log)
+// releaseAll gives up the leases no stream took (on exit).
+func (s *sidecarLeases) releaseAll() {
+	if s != nil {
+		s.table.Close()
 	}
 }

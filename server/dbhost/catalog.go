@@ -97,7 +97,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 		}
 	}
 	if h.leases != nil {
-		h.leases.release(name)
+		h.leases.Release(name)
 	}
 	for _, suffix := range localFileSuffixes {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {

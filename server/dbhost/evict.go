@@ -213,7 +213,7 @@ func (h *Host) evict(db *database, cutoff int64) bool {
 		h.opts.Logger.Warn("closing idle database", "db", db.name, "err", err)
 	}
 	if h.leases != nil {
-		h.leases.release(db.name)
+		h.leases.Release(db.name)
 	}
 	h.opts.Logger.Debug("closed idle database", "db", db.name)
 	return true

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/groupcommit"
 )
@@ -26,7 +27,7 @@ type Host struct {
 	dbs       map[string]*database
 	locks     map[string]*sync.Mutex // serialises open/create/delete per name
 	closed    bool
-	leases    *leaseTable              // nil without Options.Lease
+	leases    *lease.Table             // nil without Options.Lease
 	stop      chan struct{}            // ends the idle sweeper
 	bucket    bucketNames              // databases found in the replica, for List
 	opening   int                      // slots reserved by databases being opened (under mu)
@@ -46,7 +47,7 @@ func New(opts Options) (*Host, error) {
 	}
 	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}
 	if opts.Lease != nil {
-		h.leases = newLeaseTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
+		h.leases = lease.NewTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
 			_, err := h.Get(ctx, name)
 			return err
 		})
@@ -197,7 +198,7 @@ func (h *Host) Close(ctx context.Context) error {
 	wg.Wait()
 	h.evicting.Wait()
 	if h.leases != nil { // after the final uploads: a waiter may take over now
-		h.leases.closeAll()
+		h.leases.Close()
 	}
 	close(errs)
 	var all []error

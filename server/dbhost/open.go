@@ -23,7 +23,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
-		release, err := h.leases.acquire(ctx, name, store)
+		release, err := h.acquireLease(ctx, name, store)
 		if err != nil {
 			return nil, err
 		}

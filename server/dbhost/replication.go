@@ -49,7 +49,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		},
 	}
 	if h.leases != nil {
-		if l := h.leases.lease(db.name); l != nil {
+		if l := h.leases.Lease(db.name); l != nil {
 			opts.Lease = l
 			opts.OnLeaseLost = func(cause error) { h.demote(db, l, cause) }
 		}
