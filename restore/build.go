@@ -287,11 +287,18 @@ func (b *builder) waitSized(ctx context.Context) error {
 	return nil
 }
 
-// waitLead waits until the lead has passed page pgno (or ended).
+// waitLead waits until the lead has passed page pgno (or ended), or ctx
+// ends (the restore failed elsewhere, perhaps in the lead itself).
 func (b *builder) waitLead(ctx context.Context, pgno uint32) error {
 	if b.leadMark.Load() >= pgno {
 		return nil
 	}
+	stop := context.AfterFunc(ctx, func() {
+		b.leadMu.Lock() // a waiter is either before its ctx check or in Wait
+		b.leadMu.Unlock()
+		b.leadCond.Broadcast()
+	})
+	defer stop()
 	b.leadMu.Lock()
 	defer b.leadMu.Unlock()
 	for b.leadMark.Load() < pgno {
@@ -313,6 +320,12 @@ func (b *builder) advanceLead(pgno uint32) {
 
 // fetch streams file k, writes the pages it owns and verifies its checksum.
 func (b *builder) fetch(ctx context.Context, k int) error {
+	if k == b.lead {
+		// However the lead ends, no one waits on it any more: after a
+		// success every page it holds is on disk (this runs after its
+		// writer closed), after a failure the restore is failing anyway.
+		defer b.advanceLead(math.MaxUint32)
+	}
 	file := b.files[k]
 	if k != 0 && k != b.lead && file.Size <= indexTail {
 		// Read whole with its page index, unless the budget was spent.
