@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,10 +129,11 @@ func TestClientsOverTLS(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
-	transport := http.DefaultTransport.(*http.Transport)
-	saved := transport.TLSClientConfig
+	saved := defaultTransport.Load()
+	transport := saved.Clone()
 	transport.TLSClientConfig = &tls.Config{RootCAs: roots}
-	defer func() { transport.TLSClientConfig = saved; transport.CloseIdleConnections() }()
+	defaultTransport.Store(transport)
+	defer func() { defaultTransport.Store(saved); transport.CloseIdleConnections() }()
 
 	db, err := sql.Open("libsql", "libsql://"+addr+"/db/go")
 	if err != nil {
@@ -156,7 +158,7 @@ func TestClientsOverTLS(t *testing.T) {
 	goClientOverWebSocket(t, wdb)
 
 	// Without the certificate trusted, clients refuse the server.
-	transport.TLSClientConfig = saved
+	defaultTransport.Store(saved)
 	transport.CloseIdleConnections()
 	untrusted, _ := sql.Open("libsql", "libsql://"+addr+"/db/go")
 	defer untrusted.Close()
@@ -185,4 +187,23 @@ func TestTLSConfigErrors(t *testing.T) {
 			t.Errorf("cert %q key %q: %v, want an error about %q", c.cert, c.key, err, c.want)
 		}
 	}
+}
+
+// libsql-client-go sends through http.DefaultClient, and its Close sends a
+// last request from a goroutine of its own that may outlive the test: the
+// default transport is swapped through an atomic, installed once before any
+// test runs, never by writing the global while clients use it.
+var defaultTransport = func() *atomic.Pointer[http.Transport] {
+	p := &atomic.Pointer[http.Transport]{}
+	p.Store(http.DefaultTransport.(*http.Transport))
+	http.DefaultTransport = swappedTransport{p}
+	return p
+}()
+
+type swappedTransport struct {
+	current *atomic.Pointer[http.Transport]
+}
+
+func (s swappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return s.current.Load().RoundTrip(r)
 }
