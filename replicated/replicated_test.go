@@ -16,22 +16,14 @@ import (
 
 	"github.com/sluicedb/sluice/compact"
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
 )
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
-}
+func testLogger(t *testing.T) *slog.Logger { return testenv.Logger(t, slog.LevelInfo) }
 
 func newStore(t *testing.T) replica.Store {
 	s, err := file.New(filepath.Join(t.TempDir(), "replica"))

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
@@ -20,16 +20,7 @@ import (
 	"zombiezen.com/go/sqlite"
 )
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testenv.Logger(t, slog.LevelWarn) }
 
 func newFileStore(t testing.TB) replica.Store {
 	s, err := file.New(t.TempDir())
