@@ -149,7 +149,7 @@ func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
 func (c *Compactor) Notify(f replica.LTXFile) {
 	c.mu.Lock()
 	c.pending = append(c.pending, f)
-	if waitsForLevel1(f, c.covered) {
+	if waitsForLevel1(f.MinTXID, f.MaxTXID, c.covered) {
 		if c.behind == 0 {
 			c.behindSince = time.Now()
 		}
@@ -160,8 +160,8 @@ func (c *Compactor) Notify(f replica.LTXFile) {
 
 // waitsForLevel1 reports whether a level-0 file is level 1's work: past its
 // newest TXID and not a full-database file (those go to the snapshot level).
-func waitsForLevel1(f replica.LTXFile, covered ltx.TXID) bool {
-	return f.MinTXID > 1 && f.MaxTXID > covered
+func waitsForLevel1(min, max, covered ltx.TXID) bool {
+	return min > 1 && max > covered
 }
 
 // reached is the newest TXID compacted into level or beyond it: a level's
@@ -203,7 +203,7 @@ func (c *Compactor) recordProgress(now time.Time) {
 	covered := c.reached(c.cfg.Levels[0].Level)
 	n := 0
 	for _, f := range c.idx.levels[0] {
-		if waitsForLevel1(f.LTXFile, covered) {
+		if waitsForLevel1(f.MinTXID, f.MaxTXID, covered) {
 			n++
 		}
 	}
@@ -214,7 +214,7 @@ func (c *Compactor) recordProgress(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range c.pending {
-		if waitsForLevel1(f, covered) {
+		if waitsForLevel1(f.MinTXID, f.MaxTXID, covered) {
 			n++
 		}
 	}
@@ -339,11 +339,11 @@ func (c *Compactor) sync(ctx context.Context, now time.Time) error {
 		c.idx = idx
 		for _, l := range c.cfg.Levels {
 			if e, ok := idx.newest(l.Level); ok {
-				c.lastCompact[l.Level] = e.written
+				c.lastCompact[l.Level] = e.written()
 			}
 		}
 		if e, ok := idx.newest(replica.SnapshotLevel); ok {
-			c.lastCompact[replica.SnapshotLevel] = e.written
+			c.lastCompact[replica.SnapshotLevel] = e.written()
 		}
 	}
 	c.mu.Lock()
@@ -351,15 +351,22 @@ func (c *Compactor) sync(ctx context.Context, now time.Time) error {
 	c.pending = nil
 	c.mu.Unlock()
 	for _, f := range pending {
-		c.idx.add(entry{LTXFile: f, written: now})
+		c.idx.add(newEntry(f, now))
 	}
 	return nil
 }
 
+// ErrFlushTooLarge is Flush's answer when level 0 holds more than it was
+// allowed to merge: a stopping process would be killed part-way through, so
+// the files are left for the next pass (the replica is complete either way).
+var ErrFlushTooLarge = errors.New("level 0 is too large to merge now")
+
 // Flush merges every level-0 file not yet in level 1 into one level-1 file
 // now, whatever the schedule. A sidecar calls it when it stops gracefully, so
 // the next boot restores from a few objects instead of one per sync.
-func (c *Compactor) Flush(ctx context.Context, now time.Time) error {
+// maxBytes > 0 bounds the level-0 bytes it will merge: above it, it merges
+// nothing and returns ErrFlushTooLarge.
+func (c *Compactor) Flush(ctx context.Context, now time.Time, maxBytes int64) error {
 	if c.cfgErr != nil {
 		return c.cfgErr
 	}
@@ -370,6 +377,9 @@ func (c *Compactor) Flush(ctx context.Context, now time.Time) error {
 		return err
 	}
 	l1 := c.cfg.Levels[0]
+	if waiting := c.waitingBytes(l1.Level); maxBytes > 0 && waiting > maxBytes {
+		return fmt.Errorf("%w: %d bytes wait for level %d, the bound is %d", ErrFlushTooLarge, waiting, l1.Level, maxBytes)
+	}
 	for {
 		inputs := c.inputsFor(l1.Level, time.Time{})
 		if len(inputs) < 2 {

@@ -414,6 +414,35 @@ func TestRunStopsOnCancel(t *testing.T) {
 	}
 }
 
+// A stopping sidecar bounds the level 0 it merges: above the bound Flush
+// writes nothing (the process would be killed part-way), below it merges.
+func TestFlushLeavesALevelZeroAboveItsBound(t *testing.T) {
+	fs, _ := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	h.Exec("CREATE TABLE t (v TEXT)")
+	c := New(fs, Config{}, nil)
+	var waiting int64
+	for i := 0; i < 10; i++ {
+		h.Exec(fmt.Sprintf("INSERT INTO t (v) VALUES ('row %d')", i))
+		f := h.Ship(t0)
+		waiting += f.Size
+		c.Notify(f)
+	}
+	err := c.Flush(context.Background(), t0, waiting-1)
+	if !errors.Is(err, ErrFlushTooLarge) {
+		t.Fatalf("Flush over its bound returned %v, want ErrFlushTooLarge", err)
+	}
+	if n := c.Stats().PerLevel[1]; n != 0 {
+		t.Fatalf("Flush over its bound wrote %d level-1 files", n)
+	}
+	if err := c.Flush(context.Background(), t0, waiting); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().PerLevel[1]; n != 1 {
+		t.Fatalf("Flush within its bound left %d level-1 files, want 1", n)
+	}
+}
+
 func TestFlushFoldsLevelZeroIntoOneFile(t *testing.T) {
 	fs, _ := newStore(t)
 	h := restoretest.New(t, fs, fastTempDir(t))
@@ -432,7 +461,7 @@ func TestFlushFoldsLevelZeroIntoOneFile(t *testing.T) {
 		c.Notify(h.Ship(now))
 	}
 	// Not due (same 30 s window): only Flush compacts the late files now.
-	if err := c.Flush(context.Background(), now.Add(time.Second)); err != nil {
+	if err := c.Flush(context.Background(), now.Add(time.Second), 0); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := restore.Plan(context.Background(), fs, restore.Options{})

@@ -14,10 +14,40 @@ import (
 // written: the object's ModTime for files found by the start-up listing (they
 // may be Litestream's), the pass's clock for files announced by Notify or
 // written by the compactor itself.
+//
+// A replica under sustained writes holds hundreds of thousands of objects
+// until retention removes them, and the index holds one entry each: the key
+// is derived from the level and TXIDs rather than stored, unless the
+// object's name is not the canonical one.
 type entry struct {
-	replica.LTXFile
-	written time.Time
+	Level            int
+	MinTXID, MaxTXID ltx.TXID
+	Size             int64
+	writtenNs        int64
+	oddKey           string // set only when the key is not replica.LTXKey's
 }
+
+func newEntry(f replica.LTXFile, written time.Time) entry {
+	e := entry{Level: f.Level, MinTXID: f.MinTXID, MaxTXID: f.MaxTXID, Size: f.Size, writtenNs: written.UnixNano()}
+	if f.Key != replica.LTXKey(f.Level, f.MinTXID, f.MaxTXID) {
+		e.oddKey = f.Key
+	}
+	return e
+}
+
+// Key is the object's key in the store.
+func (e entry) Key() string {
+	if e.oddKey != "" {
+		return e.oddKey
+	}
+	return replica.LTXKey(e.Level, e.MinTXID, e.MaxTXID)
+}
+
+func (e entry) file() replica.LTXFile {
+	return replica.LTXFile{Level: e.Level, MinTXID: e.MinTXID, MaxTXID: e.MaxTXID, Size: e.Size, Key: e.Key()}
+}
+
+func (e entry) written() time.Time { return time.Unix(0, e.writtenNs) }
 
 // index is the compactor's in-memory copy of the replica's LTX listing: one
 // LIST per level at start, then kept current by Notify and the compactor's own
@@ -42,7 +72,7 @@ func (c *Compactor) loadIndex(ctx context.Context) (*index, error) {
 			if err != nil || lvl != level {
 				continue
 			}
-			idx.add(entry{LTXFile: replica.LTXFile{Level: lvl, MinTXID: min, MaxTXID: max, Size: o.Size, Key: o.Key}, written: o.ModTime})
+			idx.add(newEntry(replica.LTXFile{Level: lvl, MinTXID: min, MaxTXID: max, Size: o.Size, Key: o.Key}, o.ModTime))
 		}
 	}
 	return idx, nil
@@ -56,7 +86,7 @@ func (idx *index) add(e entry) {
 		}
 		return lvl[i].MaxTXID >= e.MaxTXID
 	})
-	if i < len(lvl) && lvl[i].Key == e.Key {
+	if i < len(lvl) && lvl[i].MinTXID == e.MinTXID && lvl[i].MaxTXID == e.MaxTXID {
 		return // already known (Notify after a listing that saw it)
 	}
 	lvl = append(lvl, entry{})
@@ -69,7 +99,7 @@ func (idx *index) remove(keys map[string]bool) {
 	for level, files := range idx.levels {
 		kept := files[:0]
 		for _, f := range files {
-			if !keys[f.Key] {
+			if !keys[f.Key()] {
 				kept = append(kept, f)
 			}
 		}
@@ -116,7 +146,7 @@ func (idx *index) all() []replica.LTXFile {
 	var out []replica.LTXFile
 	for _, files := range idx.levels {
 		for _, f := range files {
-			out = append(out, f.LTXFile)
+			out = append(out, f.file())
 		}
 	}
 	return out

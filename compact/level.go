@@ -85,8 +85,8 @@ func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile 
 	after := c.reached(level)
 	var src []replica.LTXFile
 	for _, f := range c.idx.levels[level-1] {
-		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written.After(writtenBy)) {
-			src = append(src, f.LTXFile)
+		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written().After(writtenBy)) {
+			src = append(src, f.file())
 		}
 	}
 	if len(src) == 0 {
@@ -117,6 +117,19 @@ func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile 
 		chain = append(chain, next)
 	}
 	return chain
+}
+
+// waitingBytes is the size of the files of the level below level that level
+// does not cover yet.
+func (c *Compactor) waitingBytes(level int) int64 {
+	after := c.reached(level)
+	var n int64
+	for _, f := range c.idx.levels[level-1] {
+		if f.MaxTXID > after {
+			n += f.Size
+		}
+	}
+	return n
 }
 
 // snapshot writes a level-9 snapshot of the newest state when the snapshot
@@ -166,7 +179,7 @@ func (c *Compactor) write(ctx context.Context, level int, inputs []replica.LTXFi
 	} else {
 		c.log.Debug("compacted", "key", f.Key, "inputs", len(inputs), "bytes", f.Size)
 	}
-	c.idx.add(entry{LTXFile: f, written: now})
+	c.idx.add(newEntry(f, now))
 	return nil
 }
 

@@ -26,7 +26,7 @@ func (c *Compactor) superseded() map[string]bool {
 		for _, f := range c.idx.levels[levels[i].Level] {
 			for _, sp := range spans {
 				if sp[0] <= f.MinTXID && f.MaxTXID <= sp[1] {
-					doomed[f.Key] = true
+					doomed[f.Key()] = true
 					break
 				}
 			}
@@ -40,21 +40,22 @@ func (c *Compactor) superseded() map[string]bool {
 func (c *Compactor) expired(now time.Time, doomed map[string]bool) {
 	covered := c.reached(c.cfg.Levels[0].Level)
 	for _, f := range c.idx.levels[0] {
-		if f.MaxTXID <= covered && now.Sub(f.written) >= c.cfg.L0Retention {
-			doomed[f.Key] = true
+		if f.MaxTXID <= covered && now.Sub(f.written()) >= c.cfg.L0Retention {
+			doomed[f.Key()] = true
 		}
 	}
 	cutoff := now.Add(-c.cfg.Retention)
 	var base entry
+	found := false
 	for _, s := range c.idx.levels[replica.SnapshotLevel] {
-		if !s.written.After(cutoff) && s.MaxTXID > base.MaxTXID {
-			base = s
+		if !s.written().After(cutoff) && s.MaxTXID > base.MaxTXID {
+			base, found = s, true
 		}
 	}
-	if base.Key != "" {
+	if found {
 		for _, f := range c.idx.entries() {
-			if f.MaxTXID <= base.MaxTXID && f.Key != base.Key {
-				doomed[f.Key] = true
+			if f.MaxTXID <= base.MaxTXID && (f.Level != base.Level || f.MinTXID != base.MinTXID || f.MaxTXID != base.MaxTXID) {
+				doomed[f.Key()] = true
 			}
 		}
 	}
@@ -111,8 +112,8 @@ func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
 	}
 	var keys []string
 	for _, f := range c.idx.entries() {
-		if doomed[f.Key] {
-			keys = append(keys, f.Key)
+		if k := f.Key(); doomed[k] {
+			keys = append(keys, k)
 		}
 	}
 	for len(keys) > 0 {

@@ -309,7 +309,7 @@ func (s *Scheduler) run(j *job, flush bool) {
 	now := time.Now()
 	var err error
 	if flush {
-		err = j.c.Flush(j.ctx, now)
+		err = j.c.Flush(j.ctx, now, 0)
 	} else {
 		err = j.c.CompactOnce(j.ctx, now)
 	}

@@ -67,6 +67,7 @@ func (db *DB) capture() error {
 	if err != nil {
 		return db.resync(err.Error())
 	}
+	defer r.Release()
 	// Only each page's newest committed frame offset is kept, never page
 	// bytes: memory does not depend on how much the log holds.
 	offsets := map[uint32]int64{}

@@ -324,6 +324,22 @@ func (db *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	return db.pos, nil
 }
 
+// Changed reports whether Sync has anything to upload: a file captured
+// but not accepted yet, or frames past the shipped ones in the WAL. It
+// makes no store request, so an idle poll can ask before queueing for an
+// upload.
+func (db *DB) Changed() (bool, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.usable(); err != nil {
+		return false, err
+	}
+	if db.pending != nil {
+		return true, nil
+	}
+	return db.walChanged()
+}
+
 func (db *DB) syncLocked(ctx context.Context) error {
 	if err := db.upload(ctx); err != nil {
 		return err

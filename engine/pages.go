@@ -91,6 +91,7 @@ func openView(dbFile, walFile *os.File, committed io.ReaderAt) (*view, error) {
 			if err != nil {
 				return nil, err
 			}
+			defer r.Release()
 			tx := map[uint32]int64{}
 			for {
 				f, err := r.Next()

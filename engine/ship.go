@@ -10,6 +10,7 @@ import (
 
 	"github.com/superfly/ltx"
 
+	"github.com/sluicedb/sluice/internal/ltxenc"
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -34,10 +35,8 @@ type pageSource func(yield func(pgno uint32, data []byte) error) error
 // No rolling checksums go in the file (see state.go): Litestream 0.5.17's
 // restore refuses files that carry them, so the caller keeps them.
 func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSource) (int, error) {
-	enc, err := ltx.NewEncoder(w)
-	if err != nil {
-		return 0, err
-	}
+	enc := ltxenc.New(w)
+	defer enc.Release()
 	hdr := ltx.Header{
 		Version:   ltx.Version,
 		Flags:     ltx.HeaderFlagNoChecksum,
@@ -51,7 +50,7 @@ func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSo
 		return 0, fmt.Errorf("encode LTX header of TXID %s: %w", txid, err)
 	}
 	n := 0
-	err = pages(func(pgno uint32, data []byte) error {
+	err := pages(func(pgno uint32, data []byte) error {
 		n++
 		return enc.EncodePage(ltx.PageHeader{Pgno: pgno}, data)
 	})

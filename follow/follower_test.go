@@ -266,7 +266,7 @@ func TestRestoresAgainWhenTheNextFileWasCompactedAway(t *testing.T) {
 		shipped = append(shipped, l.ship())
 		c.Notify(shipped[len(shipped)-1])
 	}
-	must(t, c.Flush(context.Background(), time.Now()))
+	must(t, c.Flush(context.Background(), time.Now(), 0))
 	for _, s := range shipped {
 		must(t, l.store.Delete(context.Background(), s.Key)) // as level-0 retention would
 	}

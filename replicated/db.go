@@ -44,6 +44,10 @@ func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	return pos, err
 }
 
+// Changed reports whether Sync has anything to upload, without a store
+// request.
+func (d *DB) Changed() (bool, error) { return d.eng.Changed() }
+
 // Pos is the position the store has accepted; it takes no lock.
 func (d *DB) Pos() ltx.Pos { return d.eng.Pos() }
 

@@ -14,6 +14,7 @@ package replicated
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,12 @@ type Compaction struct {
 // upload (Cloud Run allows 10 s after SIGTERM, and a replica left
 // uncompacted is complete; restores only read more files).
 const shutdownFlushTimeout = 500 * time.Millisecond
+
+// shutdownFlushMaxBytes is the most level 0 a stop merges: about what a
+// small machine merges and uploads within shutdownFlushTimeout. A larger
+// level 0 (a writer going flat out) is left to the next start's first pass
+// rather than merged part-way and thrown away at the timeout.
+const shutdownFlushMaxBytes = 16 << 20
 
 // releaseTimeout bounds the lease release at shutdown.
 const releaseTimeout = 10 * time.Second
@@ -169,7 +176,10 @@ func (c *core) finish(ctx context.Context, flush bool) {
 				// Fold this run's per-sync files into one, so the next boot
 				// restores from a few objects rather than one per sync.
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
-				if err := c.comp.Flush(fctx, time.Now()); err != nil {
+				switch err := c.comp.Flush(fctx, time.Now(), shutdownFlushMaxBytes); {
+				case errors.Is(err, compact.ErrFlushTooLarge):
+					c.log.Info("level 0 left for the next start to compact; every change was shipped", "reason", err)
+				case err != nil:
 					c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
 				}
 				cancel()

@@ -65,6 +65,11 @@ type Limits struct {
 	// every database (default 16). A database waiting for one keeps adding
 	// commits to its next upload instead of sending another small PUT.
 	MaxConcurrentUploads int `yaml:"max-concurrent-uploads"`
+	// SQLiteMemory is what SQLite may hold across every database before
+	// their page caches recycle pages instead of growing (SQLite's soft
+	// heap limit; default 64 MiB, negative: none). Reads past it come from
+	// the operating system's file cache.
+	SQLiteMemory units.Size `yaml:"sqlite-memory"`
 }
 
 // Group tunes group commit.

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/auth"
@@ -29,6 +30,21 @@ import (
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/readreplica"
 )
+
+// DefaultSQLiteMemory is what SQLite may hold across every database unless
+// configured: enough for a few busy databases' page caches; a hundred share it.
+const DefaultSQLiteMemory = 64 << 20
+
+// sqliteMemory is the SQLite soft heap limit to set (0: none).
+func sqliteMemory(l Limits) int64 {
+	switch {
+	case l.SQLiteMemory < 0:
+		return 0
+	case l.SQLiteMemory == 0:
+		return DefaultSQLiteMemory
+	}
+	return int64(l.SQLiteMemory)
+}
 
 // DefaultMaxBodyBytes is the request body limit unless configured.
 const DefaultMaxBodyBytes = 8 << 20
@@ -84,7 +100,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return nil, fmt.Errorf("max-concurrent-uploads %d: use a positive number, or 0 for the default (%d)", cfg.Limits.MaxConcurrentUploads, dbhost.DefaultMaxUploads)
 	}
 	if cfg.Limits.MaxOpenDatabases < 0 {
-		return nil, fmt.Errorf("max_open_databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
+		return nil, fmt.Errorf("max-open-databases %d: use a positive number, or 0 for the default", cfg.Limits.MaxOpenDatabases)
 	}
 	a, err := newAuthenticator(cfg)
 	if err != nil {
@@ -225,8 +241,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if os.Getenv("GOGC") == "" {
 		// Requests allocate a little and keep nothing: at the default 100
 		// the collector took about a tenth of a saturated server's CPU.
-		debug.SetGCPercent(400)
+		// Not more than 200: the heap may grow to (1 + GOGC/100) × what is
+		// live, and what is live grows with the databases and their
+		// replicas' objects, so a higher setting multiplies memory that
+		// the server's own allocations no longer justify (upload and merge
+		// buffers are reused).
+		debug.SetGCPercent(200)
 	}
+	sqliteconn.SetSoftHeapLimit(sqliteMemory(s.cfg.Limits))
 	handler := s.handler
 	if s.cfg.Lease.Enabled {
 		handler = s.forward.Track(handler)

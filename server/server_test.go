@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/sluicedb/sluice/internal/sqliteconn"
+	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
@@ -447,4 +449,40 @@ func TestGracefulShutdownShipsEverything(t *testing.T) {
 	if ok == 0 || got < ok {
 		t.Fatalf("bucket has %d rows, %d writes were acknowledged", got, ok)
 	}
+}
+
+// serve bounds SQLite's memory across every database as configured
+// (SQLite's soft heap limit; a negative argument reads it back).
+func TestServeSetsSQLiteMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		set  units.Size
+		want int64
+	}{{0, DefaultSQLiteMemory}, {48 << 20, 48 << 20}, {-1, 0}} {
+		store, _ := file.New(t.TempDir())
+		cfg := Defaults()
+		cfg.DataDir = t.TempDir()
+		cfg.Compaction.Disabled = true
+		cfg.Limits.SQLiteMemory = tc.set
+		s, err := NewWithStore(cfg, store, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, ln) }()
+		expect(t, query(t, "http://"+ln.Addr().String(), "default", "", `{"sql":"SELECT 1"}`), 200)
+		got := sqliteconn.SetSoftHeapLimit(-1)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("sqlite-memory %d: SQLite's soft heap limit is %d, want %d", tc.set, got, tc.want)
+		}
+	}
+	sqliteconn.SetSoftHeapLimit(0)
 }

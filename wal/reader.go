@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Frame is one WAL frame. Data aliases the Reader's buffer and is valid only
@@ -120,6 +121,21 @@ func (r *Reader) Next() (Frame, error) {
 	return f, nil
 }
 
+// readBufs holds released readers' buffers: a server captures hundreds of
+// times a second, and a fresh read-ahead buffer each time was a large share
+// of its garbage.
+var readBufs sync.Pool // of *[]byte
+
+// Release hands the reader's buffer to the next reader; r must not be used
+// afterwards.
+func (r *Reader) Release() {
+	if r.buf != nil {
+		b := r.buf
+		r.buf, r.bufLen = nil, 0
+		readBufs.Put(&b)
+	}
+}
+
 // maxReadAhead is the most frames one read fetches.
 const maxReadAhead = 64
 
@@ -128,7 +144,14 @@ const maxReadAhead = 64
 func (r *Reader) fill() error {
 	size := r.hdr.FrameSize()
 	if want := min(max(2*len(r.buf), int(size)), maxReadAhead*int(size)); want > len(r.buf) {
-		r.buf = make([]byte, want)
+		if r.buf == nil {
+			if p, ok := readBufs.Get().(*[]byte); ok {
+				r.buf = (*p)[:cap(*p)]
+			}
+		}
+		if want > len(r.buf) {
+			r.buf = make([]byte, want)
+		}
 	}
 	n, err := r.r.ReadAt(r.buf, r.off)
 	r.bufOff, r.bufLen = r.off, n

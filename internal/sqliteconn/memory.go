@@ -25,3 +25,15 @@ func MemoryUsed() int64 {
 	defer tls.Close()
 	return sqlitelib.Xsqlite3_memory_used(tls)
 }
+
+// SetSoftHeapLimit asks SQLite to keep the memory it holds across every
+// connection in the process near n bytes (0: no limit): past it, page
+// caches recycle their own pages instead of growing. A server with many
+// databases otherwise holds a full page cache per connection, and its memory
+// grows with the databases until every cache is full. It returns the
+// previous limit.
+func SetSoftHeapLimit(n int64) int64 {
+	tls := libc.NewTLS()
+	defer tls.Close()
+	return sqlitelib.Xsqlite3_soft_heap_limit64(tls, n)
+}

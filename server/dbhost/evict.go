@@ -87,7 +87,7 @@ func (h *Host) reserveSlot(ctx context.Context, name string) (release func(), er
 		h.mu.Unlock()
 		if time.Now().After(deadline) {
 			return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf(
-				"database %s: all %d open databases are busy; retry, or raise max_open_databases (and the descriptor limit)", quote(name), h.opts.MaxOpen))
+				"database %s: all %d open databases are busy; retry, or raise max-open-databases (and the descriptor limit)", quote(name), h.opts.MaxOpen))
 		}
 		select {
 		case <-ctx.Done():

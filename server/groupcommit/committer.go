@@ -63,6 +63,9 @@ type Replica interface {
 	Sync(ctx context.Context) (ltx.Pos, error)
 	// Pos is the last shipped position.
 	Pos() ltx.Pos
+	// Changed reports whether Sync has anything to upload, without a
+	// store request.
+	Changed() (bool, error)
 }
 
 // Options configure a Committer. Zero values get the defaults in brackets.

@@ -38,6 +38,7 @@ type testDB struct {
 	*Committer
 	rep    *replicated.DB
 	reader *sqlconn.Handle
+	path   string
 }
 
 // openDB opens a database in a fresh directory that replicates to store,
@@ -83,7 +84,7 @@ func openDB(t testing.TB, store replica.Store, mod func(*Options)) *testDB {
 		t.Fatal(err)
 	}
 	opts.Writer, opts.Replica = w, rep
-	db := &testDB{Committer: New(opts), rep: rep, reader: r}
+	db := &testDB{Committer: New(opts), rep: rep, reader: r, path: path}
 	t.Cleanup(func() {
 		db.Close()
 		rep.Close(context.Background(), false)

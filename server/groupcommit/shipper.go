@@ -42,8 +42,15 @@ func (c *Committer) runShipper() {
 		if len(pending) == 0 || retry != nil {
 			select {
 			case <-poll:
-				if len(pending) == 0 && !c.fenced.Load() {
+				// An upload of other processes' commits takes a slot like any
+				// other; the cheap check first keeps idle databases out of
+				// the queue. Writes arriving meanwhile join pending, and
+				// the next turn answers them.
+				if len(pending) == 0 && !c.fenced.Load() && c.externalChanged() {
+					var release func()
+					release, pending, open = c.waitSlot(pending, open)
 					externalFailing = c.shipExternal(externalFailing)
+					release()
 				}
 				continue
 			case g, ok := <-c.shipCh:
@@ -102,6 +109,13 @@ func (c *Committer) runShipper() {
 		backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second) // writers wait for the retry: keep it short
 		retry = time.After(backoff)
 	}
+}
+
+// externalChanged reports whether the file holds commits not shipped yet;
+// on an error it lets the Sync that follows report it.
+func (c *Committer) externalChanged() bool {
+	changed, err := c.opts.Replica.Changed()
+	return changed || err != nil
 }
 
 // shipExternal ships commits that did not come through the writer: the

@@ -94,9 +94,7 @@ func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
 	opened := make([]*testDB, dbs)
 	for i := range opened {
 		bases[i] = newFileStore(t)
-		// No polling for other processes' commits: that check syncs outside
-		// the slots, and it is the write path's uploads this test bounds.
-		opened[i] = openDB(t, &countingStore{Store: bases[i], uploadCounter: counter}, func(o *Options) { o.Uploads = slots; o.ExternalPoll = 0 })
+		opened[i] = openDB(t, &countingStore{Store: bases[i], uploadCounter: counter}, func(o *Options) { o.Uploads = slots })
 		write(t, opened[i], "CREATE TABLE t(x)")
 	}
 	var wg sync.WaitGroup
@@ -133,6 +131,44 @@ func TestUploadsAcrossDatabasesAreBounded(t *testing.T) {
 		if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != writers*each {
 			t.Fatalf("database %d: bucket holds %d rows, want the %d acknowledged", i, got, writers*each)
 		}
+	}
+}
+
+// Shipping commits another process made to the file takes an upload slot
+// like any write: while every slot is held, the poll uploads nothing; once
+// one is free, the commit reaches the bucket.
+func TestExternalCommitsWaitForAnUploadSlot(t *testing.T) {
+	counter := &uploadCounter{}
+	slots := NewUploadSlots(1)
+	base := newFileStore(t)
+	db := openDB(t, &countingStore{Store: base, uploadCounter: counter}, func(o *Options) {
+		o.Uploads = slots
+		o.ExternalPoll = 10 * time.Millisecond
+	})
+	write(t, db, "CREATE TABLE t(x)")
+	before := counter.puts.Load()
+
+	<-slots.acquire() // every slot is busy with other databases' uploads
+	other, err := sqlconn.Open(db.path, sqlconn.OwnWriter, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.Run("INSERT INTO t VALUES ('from another process')")
+	other.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // 20 polls
+	if n := counter.puts.Load() - before; n != 0 {
+		t.Fatalf("%d uploads while the only slot was held", n)
+	}
+	slots.release()
+	deadline := time.Now().Add(5 * time.Second)
+	for counter.puts.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != 1 {
+		t.Fatalf("bucket holds %d rows after the slot was freed, want the other process's 1", got)
 	}
 }
 
