@@ -48,6 +48,9 @@ type Config struct {
 	Budget *replica.Budget
 	// TempDir holds merge scratch files (default: the system temp directory).
 	TempDir string
+	// Bodies keeps small level-0 files as uploaded for the level-1 merge
+	// (default DefaultBodies, shared by every compactor of the process).
+	Bodies *BodyCache
 }
 
 // Defaults (documented in the README's config reference).
@@ -91,6 +94,9 @@ func (c Config) withDefaults() Config {
 		c.Budget = replica.BackgroundBudget
 	}
 	c.FanIn = max(2, min(c.FanIn, c.Budget.Size()))
+	if c.Bodies == nil {
+		c.Bodies = DefaultBodies
+	}
 	return c
 }
 
@@ -143,6 +149,18 @@ func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
 	return &Compactor{store: store, budget: cfg.Budget, cfg: cfg, cfgErr: cfg.validate(), log: logger.With("replica", store.String()),
 		lastCompact: map[int]time.Time{}}
 }
+
+// NotifyBody is Notify for a file whose bytes, as uploaded, are at hand:
+// the level-1 merge reads them from Config.Bodies instead of the store
+// while they fit there.
+func (c *Compactor) NotifyBody(f replica.LTXFile, body []byte) {
+	c.Notify(f)
+	c.cfg.Bodies.put(c, f.Key, body, time.Now())
+}
+
+// Close drops the bytes NotifyBody kept for this compactor; a pass after it
+// reads its inputs from the store.
+func (c *Compactor) Close() { c.cfg.Bodies.forget(c) }
 
 // Notify tells the compactor about a level-0 file the capture uploaded. It
 // never touches the store.

@@ -2,6 +2,7 @@ package compact
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ type source struct {
 	name  string          // for messages
 	file  replica.LTXFile // store input (Key != "")
 	path  string          // intermediate file
+	body  []byte          // store input found in Config.Bodies: no GET
 	claim *claim          // intermediate: inherited from its newest input
 }
 
@@ -137,10 +139,15 @@ var inputBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<
 // pages come late in page order may rightly sit unread for a while.
 func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) (ltx.Header, claim, error) {
 	remote := 0
-	for _, s := range srcs {
-		if s.path == "" {
-			remote++
+	for i, s := range srcs {
+		if s.path != "" {
+			continue
 		}
+		if body, ok := c.cfg.Bodies.take(c, s.file.Key); ok {
+			srcs[i].body = body
+			continue
+		}
+		remote++
 	}
 	if remote > 0 {
 		if err := c.budget.Acquire(ctx, remote); err != nil {
@@ -180,7 +187,9 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 		go func() {
 			defer wg.Done()
 			var r io.Reader
-			if s.path != "" {
+			if s.body != nil {
+				r = bytes.NewReader(s.body)
+			} else if s.path != "" {
 				f, err := os.Open(s.path)
 				if err != nil {
 					errs[i] = fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)

@@ -31,7 +31,9 @@ type Options struct {
 	TruncatePages int
 	// OnShip is called after every successful upload (metrics, compaction).
 	// It runs with the DB's lock held: it must not call back into the DB.
-	OnShip func(replica.LTXFile)
+	// body is the file's bytes as uploaded when they are small (64 KiB at
+	// most) and in memory, else nil (compaction keeps them for its merge).
+	OnShip func(f replica.LTXFile, body []byte)
 	// RequireMatch makes Open fail with ErrDiverged when the local database
 	// differs from the replica, instead of shipping the difference.
 	RequireMatch bool

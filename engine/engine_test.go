@@ -448,3 +448,42 @@ func TestWALRestartBetweenSyncs(t *testing.T) {
 	sync1(t, db)
 	assertReplicaEquals(t, store, path)
 }
+
+// OnShip gets a small file's bytes exactly as the store holds them (the
+// level-1 merge reads them instead of the object), and Changed says whether
+// a Sync has anything to upload.
+func TestOnShipGivesSmallFilesBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	store := newStore(t)
+	type shipped struct {
+		f    replica.LTXFile
+		body []byte
+	}
+	var got []shipped
+	db := openDB(t, path, store, Options{OnShip: func(f replica.LTXFile, body []byte) {
+		got = append(got, shipped{f, append([]byte(nil), body...)})
+	}})
+	sync1(t, db)
+	if changed, err := db.Changed(); err != nil || changed {
+		t.Fatalf("Changed() = %v, %v after a Sync with no new commit", changed, err)
+	}
+	a.insert(1)
+	if changed, err := db.Changed(); err != nil || !changed {
+		t.Fatalf("Changed() = %v, %v with a commit not shipped", changed, err)
+	}
+	sync1(t, db)
+	if len(got) < 2 {
+		t.Fatalf("OnShip called %d times, want a snapshot and a commit", len(got))
+	}
+	for _, s := range got {
+		rc, err := store.Get(context.Background(), s.f.Key)
+		must(t, err)
+		want, err := io.ReadAll(rc)
+		rc.Close()
+		must(t, err)
+		if !bytes.Equal(s.body, want) {
+			t.Fatalf("%s: OnShip's %d bytes differ from the stored %d", s.f.Key, len(s.body), len(want))
+		}
+	}
+}

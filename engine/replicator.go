@@ -19,7 +19,7 @@ import (
 type ReplicatorOptions struct {
 	Interval time.Duration // longest time a change waits before it is shipped (default 1s)
 	Logger   *slog.Logger
-	OnShip   func(replica.LTXFile)
+	OnShip   func(f replica.LTXFile, body []byte) // as Options.OnShip
 	// ErrorBudget is how long uploads may keep failing while there is
 	// something to ship before Run gives up with ErrReplicaUnavailable.
 	// Zero: never give up (keep retrying).

@@ -122,6 +122,7 @@ func (db *DB) upload(ctx context.Context) error {
 		db.log.Warn("upload failed; will retry the same TXID", "txid", p.txid.String(), "err", err)
 		return fmt.Errorf("ship TXID %s of %s (will retry): %w", p.txid, db.path, err)
 	}
+	body := p.data.small()
 	db.dropPending()
 	db.setPos(p.post)
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
@@ -129,7 +130,7 @@ func (db *DB) upload(ctx context.Context) error {
 	}
 	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size)
 	if db.opts.OnShip != nil {
-		db.opts.OnShip(f)
+		db.opts.OnShip(f, body)
 	}
 	return nil
 }

@@ -107,6 +107,25 @@ func (s *spool) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// smallSpool is the largest spool small returns.
+const smallSpool = 64 << 10
+
+// small returns the whole file when it is in memory and at most
+// smallSpool bytes, else nil. The bytes stay valid after close.
+func (s *spool) small() []byte {
+	if s.f != nil || s.size == 0 || s.size > smallSpool {
+		return nil
+	}
+	if len(s.mem) == 1 {
+		return s.mem[0]
+	}
+	b := make([]byte, 0, s.size)
+	for _, c := range s.mem {
+		b = append(b, c...)
+	}
+	return b
+}
+
 // reader reads the whole file from its start; each call gets its own.
 func (s *spool) reader() *io.SectionReader { return io.NewSectionReader(s, 0, s.size) }
 

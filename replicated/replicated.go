@@ -112,9 +112,9 @@ func newCore(opts Options) *core {
 }
 
 // shipped fans one accepted file out to compaction and the caller.
-func (c *core) shipped(f replica.LTXFile) {
+func (c *core) shipped(f replica.LTXFile, body []byte) {
 	if c.comp != nil {
-		c.comp.Notify(f)
+		c.comp.NotifyBody(f, body)
 	}
 	if c.opts.OnShip != nil {
 		c.opts.OnShip(f)
@@ -184,6 +184,9 @@ func (c *core) finish(ctx context.Context, flush bool) {
 				}
 				cancel()
 			}
+		}
+		if c.comp != nil {
+			c.comp.Close()
 		}
 		if l := c.opts.Lease; l != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
