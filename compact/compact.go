@@ -48,6 +48,9 @@ type Config struct {
 	Budget *replica.Budget
 	// TempDir holds merge scratch files (default: the system temp directory).
 	TempDir string
+	// Deleter deletes what retention no longer needs in the background
+	// (nil: the pass deletes, and waits for the store).
+	Deleter *Deleter
 	// Bodies keeps small level-0 files as uploaded for the level-1 merge
 	// (default DefaultBodies, shared by every compactor of the process).
 	Bodies *BodyCache
@@ -133,6 +136,8 @@ type Compactor struct {
 	behind      int       // level-0 files past covered: level 1's backlog
 	behindSince time.Time // when the oldest of them was announced (zero: none)
 	nextDue     time.Time // the next clock boundary of any schedule (zero: no pass yet)
+
+	undeleted []string // retention's keys a background delete failed on (under mu)
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	idx         *index

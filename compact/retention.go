@@ -81,11 +81,15 @@ const retentionSlot = -1
 // in batches; the first has work only right after a higher level was
 // written, so it runs in that pass, before the copies pile up.
 func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
+	c.mu.Lock()
+	retry := c.undeleted
+	c.undeleted = nil
+	c.mu.Unlock()
 	doomed := c.superseded()
 	if c.due(retentionSlot, c.cfg.Levels[0].Interval, now) {
 		c.expired(now, doomed)
 	}
-	if len(doomed) == 0 {
+	if len(doomed) == 0 && len(retry) == 0 {
 		return nil
 	}
 
@@ -100,17 +104,17 @@ func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
 			remaining = append(remaining, f)
 		}
 	}
-	if chain, err := restore.Chain(remaining, 0); err != nil || chain[len(chain)-1].MaxTXID != latest {
+	if chain, err := restore.Chain(remaining, 0); len(doomed) > 0 && (err != nil || chain[len(chain)-1].MaxTXID != latest) {
 		chain, err := restore.Chain(c.idx.all(), 0)
 		if err != nil {
 			c.log.Warn("retention skipped: the replica's newest state is not restorable from the files known", "err", err)
-			return nil
+			doomed = nil
 		}
 		for _, f := range chain {
 			delete(doomed, f.Key)
 		}
 	}
-	var keys []string
+	keys := retry // already out of the index
 	for _, f := range c.idx.entries() {
 		if k := f.Key(); doomed[k] {
 			keys = append(keys, k)
@@ -119,15 +123,23 @@ func (c *Compactor) enforceRetention(ctx context.Context, now time.Time) error {
 	for len(keys) > 0 {
 		n := min(len(keys), deleteBatch)
 		batch := keys[:n]
-		if err := c.call(ctx, func(ctx context.Context) error { return c.store.Delete(ctx, batch...) }); err != nil {
-			return fmt.Errorf("compact: delete %d expired files from %s: %w", n, c.store, err)
-		}
 		gone := map[string]bool{}
 		for _, k := range batch {
 			gone[k] = true
 		}
+		if c.cfg.Deleter == nil || !c.cfg.Deleter.enqueue(c, batch) {
+			if err := c.call(ctx, func(ctx context.Context) error { return c.store.Delete(ctx, batch...) }); err != nil {
+				c.mu.Lock()
+				c.undeleted = append(c.undeleted, retry...)
+				c.mu.Unlock()
+				return fmt.Errorf("compact: delete %d expired files from %s: %w", n, c.store, err)
+			}
+			c.log.Debug("retention deleted files", "count", n)
+		}
+		// Forgotten at once even when the delete runs in the background:
+		// nothing needs them, and a failed delete comes back through
+		// undeleted.
 		c.idx.remove(gone)
-		c.log.Debug("retention deleted files", "count", n)
 		keys = keys[n:]
 	}
 	return nil

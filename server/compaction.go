@@ -33,7 +33,8 @@ func newCompaction(cfg Compaction) *compaction {
 		return &compaction{}
 	}
 	c := &compaction{
-		cfg: compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention)},
+		cfg: compact.Config{SnapshotInterval: time.Duration(cfg.SnapshotInterval), Retention: time.Duration(cfg.Retention),
+			Deleter: compact.DefaultDeleter}, // many databases: no worker waits for a DELETE
 	}
 	c.sched = compact.NewScheduler(cfg.Workers, c.observe)
 	return c
