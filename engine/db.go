@@ -340,6 +340,23 @@ func (db *DB) Changed() (bool, error) {
 	return db.walChanged()
 }
 
+// walAhead is how many bytes the WAL has grown past the last captured
+// commit: one stat, no read. After the log restarts over old frames
+// without shrinking it reads 0 until the log outgrows the old cursor.
+func (db *DB) walAhead() int64 {
+	db.mu.Lock()
+	off := db.wcur.off
+	if !db.wcur.ok {
+		off = 0
+	}
+	db.mu.Unlock()
+	st, err := os.Stat(db.walPath)
+	if err != nil {
+		return 0
+	}
+	return max(st.Size()-off, 0)
+}
+
 func (db *DB) syncLocked(ctx context.Context) error {
 	if err := db.upload(ctx); err != nil {
 		return err

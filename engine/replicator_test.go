@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -113,4 +114,37 @@ func TestReplicatorRecoversWithoutBudget(t *testing.T) {
 	if len(results) < 2 || results[0] != nil {
 		t.Fatalf("OnResult saw %v", results)
 	}
+}
+
+// A writer that fills the log faster than the interval gets it shipped
+// early: 16 MiB of new WAL goes out at once, not at the next tick.
+func TestReplicatorShipsALargeBacklogBeforeTheInterval(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	store := newStore(t)
+	a := newApp(t, path)
+	a.exec("PRAGMA wal_autocheckpoint=0")
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: time.Hour, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Pos().TXID == 0 && time.Now().Before(deadline) { // the first file, shipped at open
+		time.Sleep(10 * time.Millisecond)
+	}
+	first := r.Pos().TXID
+	blob := bytes.Repeat([]byte{7}, 60<<10)
+	for i := 0; i < 400; i++ { // about 24 MB of pages
+		a.exec("INSERT INTO t(v) VALUES (?)", blob)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for r.Pos().TXID == first && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.Pos().TXID == first {
+		t.Fatalf("24 MB of new WAL still not shipped after 5 s with a 1 h interval (pos %s)", r.Pos())
+	}
+	cancel()
+	must(t, <-errc)
+	assertReplicaEquals(t, store, path)
 }
