@@ -33,6 +33,16 @@ func (s *hangingStore) Get(ctx context.Context, key string) (io.ReadCloser, erro
 	return s.Store.Get(ctx, key)
 }
 
+// PutIfAbsent hangs the merge's output too: its inputs, just uploaded,
+// are read from memory without a GET.
+func (s *hangingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+	if s.hang.Load() && strings.Contains(key, "ltx/1/") {
+		<-ctx.Done()
+		return replica.ObjectInfo{}, ctx.Err()
+	}
+	return s.Store.PutIfAbsent(ctx, key, r, size)
+}
+
 // Databases closed for being idle hand their level-0 files to the shared
 // scheduler, which folds them into level 1 afterwards; the close itself
 // does not merge.
@@ -80,8 +90,8 @@ func TestIdleDatabasesAreCompactedAfterClosing(t *testing.T) {
 }
 
 // Shutdown cancels a compaction in flight instead of waiting for it (here a
-// pass stuck on a store that stopped answering reads), and merges nothing
-// on the way out.
+// pass stuck on a store that stopped answering reads and level-1 writes),
+// and merges nothing on the way out.
 func TestShutdownCancelsCompactionInsteadOfWaiting(t *testing.T) {
 	fs, err := file.New(t.TempDir())
 	if err != nil {
