@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -50,8 +51,8 @@ type Verdict struct {
 }
 
 func (g growth) rule() string {
-	return fmt.Sprintf("from %s on, last third's peak <= %.1f x first third's peak + %s%s (%s)",
-		fmtDur(g.From), g.Ratio, trimFloat(g.Slack/g.Unit), g.UnitName, g.Why)
+	return fmt.Sprintf("from %s on, last third's peak <= %s x first third's peak + %s%s (%s)",
+		fmtDur(g.From), strconv.FormatFloat(g.Ratio, 'f', -1, 64), trimFloat(g.Slack/g.Unit), g.UnitName, g.Why)
 }
 
 // judge applies the rule to values[i], the peak of windows[i].
