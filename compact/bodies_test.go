@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
-	"github.com/sluicedb/sluice/restore"
 	"github.com/sluicedb/sluice/restore/restoretest"
 )
 
@@ -51,11 +50,7 @@ func TestLevelOneMergeReadsShippedFilesFromMemory(t *testing.T) {
 	if st := bodies.Stats(); st.Hits != 20 || st.Files != 0 || st.Bytes != 0 {
 		t.Fatalf("cache after the merge: %+v, want 20 hits and nothing left", st)
 	}
-	h.RecordHash()
-	out, res := restoreAt(t, fs, restore.Options{})
-	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
-		t.Fatal("latest state not restored exactly after a merge from memory")
-	}
+	assertLatestRestored(t, fs, h, "after a merge from memory")
 }
 
 // A full cache keeps the oldest files and refuses newer ones; the merge gets
@@ -93,9 +88,5 @@ func TestFullBodyCacheFallsBackToTheStore(t *testing.T) {
 	if extra := store.snapshot()["Get"] - gets; int64(extra)+st.Hits < 20 || st.Hits == 0 {
 		t.Fatalf("%d GETs and %d files from memory for 20 inputs", extra, st.Hits)
 	}
-	h.RecordHash()
-	out, res := restoreAt(t, fs, restore.Options{})
-	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
-		t.Fatal("latest state not restored exactly")
-	}
+	assertLatestRestored(t, fs, h, "")
 }

@@ -374,11 +374,7 @@ func TestTwoCompactorsOnOneReplicaAdoptEachOthersWork(t *testing.T) {
 	if a.Stats().Objects != b.Stats().Objects {
 		t.Fatalf("compactors disagree: %v vs %v", a.Stats(), b.Stats())
 	}
-	h.RecordHash()
-	out, res := restoreAt(t, fs, restore.Options{})
-	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
-		t.Fatal("latest state not restored exactly")
-	}
+	assertLatestRestored(t, fs, h, "")
 }
 
 func TestInvalidLevelsFailEveryPass(t *testing.T) {
@@ -471,11 +467,7 @@ func TestFlushFoldsLevelZeroIntoOneFile(t *testing.T) {
 	if len(plan) > 3 {
 		t.Fatalf("after Flush the latest restore needs %d files, want <= 3: %v", len(plan), plan)
 	}
-	h.RecordHash()
-	out, res := restoreAt(t, fs, restore.Options{})
-	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
-		t.Fatal("latest state not restored exactly after Flush")
-	}
+	assertLatestRestored(t, fs, h, "after Flush")
 }
 
 // A burst of writes between two level-1 boundaries: level 1 is compacted as

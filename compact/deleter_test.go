@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
-	"github.com/sluicedb/sluice/restore"
 	"github.com/sluicedb/sluice/restore/restoretest"
 )
 
@@ -96,11 +95,7 @@ func TestBackgroundDeletesNeverHoldAPassAndAreRetried(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.RecordHash()
-	out, res := restoreAt(t, fs, restore.Options{})
-	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
-		t.Fatal("latest state not restored exactly")
-	}
+	assertLatestRestored(t, fs, h, "")
 }
 
 func counts(levels [][]replica.LTXFile) []int {

@@ -4,7 +4,12 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/restore/restoretest"
 )
 
 func mustRead(t testing.TB, path string) []byte {
@@ -45,4 +50,15 @@ func readAll(t testing.TB, s interface {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// assertLatestRestored restores store's newest state and requires it to be
+// h's newest state, byte for byte; context says after what.
+func assertLatestRestored(t *testing.T, store replica.Store, h *restoretest.History, context string) {
+	t.Helper()
+	h.RecordHash()
+	out, res := restoreAt(t, store, restore.Options{})
+	if res.Pos.TXID != h.Pos().TXID || restoretest.FileHash(t, out) != h.Hashes[h.Pos().TXID] {
+		t.Fatal(strings.TrimSpace("latest state not restored exactly " + context))
+	}
 }

@@ -109,7 +109,7 @@ func (e *Encoder) EncodePage(hdr ltx.PageHeader, data []byte) error {
 	if err := e.checkPage(hdr, data); err != nil {
 		return err
 	}
-	if e.compBuf == nil || len(e.compBuf) < lz4.CompressBlockBound(len(data)) {
+	if len(e.compBuf) < lz4.CompressBlockBound(len(data)) {
 		e.compBuf = make([]byte, lz4.CompressBlockBound(len(data)))
 	}
 	n, err := e.comp.CompressBlock(data, e.compBuf)
