@@ -11,6 +11,7 @@ import (
 
 	"github.com/superfly/ltx"
 
+	"github.com/sluicedb/sluice/internal/crc64iso"
 	"github.com/sluicedb/sluice/internal/ltxenc"
 	"github.com/sluicedb/sluice/replica"
 )
@@ -303,7 +304,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 					return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: page %d: %w", span, c.store, pgno, err)
 				}
 				if snapshot {
-					sum ^= ltx.ChecksumPage(pgno, heads[i].data)
+					sum ^= ltx.ChecksumFlag | ltx.Checksum(crc64iso.Page(pgno, heads[i].data))
 				}
 				written = true
 			}

@@ -150,14 +150,13 @@ func (db *DB) capture() error {
 
 	x := db.xor
 	newSums := make([]ltx.Checksum, len(ship))
-	h := ltx.NewHasher()
 	src := func(yield func(uint32, []byte) error) error {
 		buf := make([]byte, db.pageSize)
 		for i, p := range ship {
 			if err := v.readPage(p, buf); err != nil {
 				return err
 			}
-			newSums[i] = ltx.ChecksumPageWithHasher(h, p, buf)
+			newSums[i] = pageChecksum(p, buf)
 			if err := yield(p, buf); err != nil {
 				return err
 			}
@@ -279,12 +278,11 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 	txid := pre.TXID + 1
 	src := func(yield func(uint32, []byte) error) error {
 		buf := make([]byte, v.pageSize)
-		h := ltx.NewHasher()
 		for _, p := range pgnos {
 			if err := v.readPage(p, buf); err != nil {
 				return err
 			}
-			if ltx.ChecksumPageWithHasher(h, p, buf) != sums[p-1] {
+			if pageChecksum(p, buf) != sums[p-1] {
 				return errChangedWhileReading
 			}
 			if err := yield(p, buf); err != nil {

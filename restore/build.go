@@ -32,10 +32,11 @@ type built struct {
 // decided from the page indexes, so every file can be streamed in parallel and
 // no page is ever held in memory beyond a small write buffer: memory does not
 // grow with the database. The lead file (the largest, usually the bulk of
-// the bytes) does not wait for the indexes: it writes every page it holds as
-// soon as the database's size is known, and a later file writes a page it
-// owns only once the lead has passed that offset, so the newer version lands
-// last. Files older than the lead own no page it holds.
+// the bytes) waits for nothing: it writes every page it holds as its bytes
+// arrive (pages past the database's final size are cut off at the end), and
+// a later file writes a page the lead also holds only once the lead has
+// passed that offset, so the newer version lands last. Files older than the
+// lead own no page it holds.
 type builder struct {
 	store replica.Store
 	files []replica.LTXFile
@@ -57,8 +58,9 @@ type builder struct {
 	leadMark  atomic.Uint32
 	leadMu    sync.Mutex
 	leadCond  *sync.Cond
-	leadSums  []ltx.Checksum // leadSums[pgno]: the checksum of the lead's version
+	leadSums  []ltx.Checksum // leadSums[pgno]: the checksum of the lead's version; sized by the lead's own header
 	leadWrote bitmap         // pages the lead wrote
+	leadHas   bitmap         // pages in the lead's page index; nil when the lead is the base (it holds every page)
 
 	// whole[k]: file k's bytes, when reading its page index read it all
 	// (small files, within wholeFileBudget): it is decoded from memory.
@@ -91,6 +93,10 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
 	}
+	// The lead wrote its pages before it knew the database's final size.
+	if err := b.f.Truncate(int64(b.commit) * int64(b.pageSize)); err != nil {
+		return built{}, fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
+	}
 	if err := b.checkChain(); err != nil {
 		return built{}, err
 	}
@@ -101,7 +107,7 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	lead := int32(b.lead)
 	lock := ltx.LockPgno(b.pageSize)
 	for pgno := uint32(1); pgno <= b.commit; pgno++ {
-		if b.owner[pgno] == lead && pgno != lock && b.leadWrote.get(pgno) {
+		if b.owner[pgno] == lead && pgno != lock && b.leadWrote.has(pgno) {
 			b.sums[lead] ^= b.leadSums[pgno]
 		}
 	}
@@ -216,8 +222,9 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	b.pageSize, b.commit = hdr.PageSize, hdr.Commit
 	b.owner = make([]int32, int(hdr.Commit)+1)
 	b.written = newBitmap(hdr.Commit)
-	b.leadSums = make([]ltx.Checksum, int(hdr.Commit)+1)
-	b.leadWrote = newBitmap(hdr.Commit)
+	if b.lead != 0 {
+		b.leadHas = newBitmap(hdr.Commit)
+	}
 	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
 		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
@@ -239,6 +246,9 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 			whole, err := readPageNumbers(ctx, b.store, b.files[k], func(pgno uint32) {
 				if pgno <= b.commit {
 					atomicMax(&b.owner[pgno], int32(k))
+					if k == b.lead {
+						b.leadHas.set(pgno) // only this goroutine writes it
+					}
 				}
 			})
 			// Not the lead's: it is downloaded without waiting for the indexes.
@@ -286,6 +296,10 @@ func (b *builder) waitSized(ctx context.Context) error {
 	}
 	return nil
 }
+
+// leadHolds reports whether the lead file holds page pgno (a newer file's
+// version of it must then land after the lead's). Valid once ready.
+func (b *builder) leadHolds(pgno uint32) bool { return b.leadHas == nil || b.leadHas.get(pgno) }
 
 // waitLead waits until the lead has passed page pgno (or ended), or ctx
 // ends (the restore failed elsewhere, perhaps in the lead itself).
@@ -370,42 +384,50 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 		return fmt.Errorf("LTX file %s in %s holds TXIDs %s..%s, not what its name says; the replica is damaged",
 			file.Key, b.store, hdr.MinTXID, hdr.MaxTXID)
 	}
-	if k == b.lead {
-		// However it ends, later files must not wait for the lead forever.
-		defer b.advanceLead(math.MaxUint32)
-		if err := b.waitSized(ctx); err != nil {
-			return err
+	pageSize := hdr.PageSize
+	checkPageSize := func() error {
+		if pageSize != b.pageSize {
+			return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
+				file.Key, b.store, pageSize, b.pageSize)
 		}
-	} else if err := b.waitReady(ctx); err != nil {
-		return err
-	}
-	if hdr.PageSize != b.pageSize {
-		return fmt.Errorf("LTX file %s in %s has page size %d but the newest file has %d: the replica mixes two databases",
-			file.Key, b.store, hdr.PageSize, b.pageSize)
+		return nil
 	}
 	var w *runWriter
 	if k == b.lead {
+		// The lead does not wait for the newest file's header: it checks
+		// the page size once its pages are written.
+		b.leadSums = make([]ltx.Checksum, int(hdr.Commit)+1)
+		b.leadWrote = newBitmap(hdr.Commit)
 		// One writer, so runs land in page order and the mark is exact.
-		w = newRunWriter(b.f, b.pageSize, 1, func(end int64) { b.advanceLead(uint32(end / int64(b.pageSize))) })
+		w = newRunWriter(b.f, pageSize, 1, func(end int64) { b.advanceLead(uint32(end / int64(pageSize))) })
 	} else {
-		w = newRunWriter(b.f, b.pageSize, runWriterWorkers, nil)
+		if err := b.waitReady(ctx); err != nil {
+			return err
+		}
+		if err := checkPageSize(); err != nil {
+			return err
+		}
+		w = newRunWriter(b.f, pageSize, runWriterWorkers, nil)
 	}
 	defer w.close()      // on early returns; a second close is a no-op
 	var sum ltx.Checksum // XOR of the checksums of the pages written
-	lock := ltx.LockPgno(b.pageSize)
-	scratch := make([]byte, b.pageSize)
+	lock := ltx.LockPgno(pageSize)
+	scratch := make([]byte, pageSize)
 	// A page to write is decoded straight into the write buffer, the others
 	// into scratch (the file's checksum covers them too).
 	var write bool
 	dst := func(pgno uint32) ([]byte, error) {
 		write = false
 		switch {
+		case k == b.lead:
+			if pgno > hdr.Commit {
+				return scratch, nil
+			}
 		case pgno > b.commit:
 			return scratch, nil
-		case k == b.lead:
 		case b.owner[pgno] != int32(k):
 			return scratch, nil
-		case k > b.lead:
+		case k > b.lead && b.leadHolds(pgno):
 			if err := b.waitLead(ctx, pgno); err != nil {
 				return nil, err
 			}
@@ -449,6 +471,14 @@ func (b *builder) fetch(ctx context.Context, k int) error {
 	}
 	if err := w.close(); err != nil {
 		return err
+	}
+	if k == b.lead {
+		if err := b.waitSized(ctx); err != nil {
+			return err
+		}
+		if err := checkPageSize(); err != nil {
+			return err
+		}
 	}
 	if k == 0 {
 		if want := hdr.Commit; prev != want && !(want == lock && prev == lock-1) {
@@ -508,7 +538,7 @@ func (b *builder) checkPages() error {
 		owner := b.owner[pgno]
 		wrote := b.written.get(pgno)
 		if owner == int32(b.lead) {
-			wrote = b.leadWrote.get(pgno)
+			wrote = b.leadWrote.has(pgno)
 		}
 		if !wrote || pgno > limits[owner] {
 			return fmt.Errorf("restore from %s: no file in the chain %s..%s holds page %d of the database's %d pages; "+
@@ -626,6 +656,10 @@ type bitmap []uint64
 
 func newBitmap(n uint32) bitmap       { return make(bitmap, n/64+1) }
 func (m bitmap) get(pgno uint32) bool { return m[pgno/64]&(1<<(pgno%64)) != 0 }
+func (m bitmap) set(pgno uint32)      { m[pgno/64] |= 1 << (pgno % 64) }
+
+// has is get for a page number that may lie past the bitmap's size.
+func (m bitmap) has(pgno uint32) bool { return int(pgno/64) < len(m) && m.get(pgno) }
 func (m bitmap) setAtomic(pgno uint32) {
 	atomic.OrUint64(&m[pgno/64], 1<<(pgno%64))
 }

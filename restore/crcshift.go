@@ -2,6 +2,8 @@ package restore
 
 import (
 	"sync"
+
+	"github.com/sluicedb/sluice/internal/crc64iso"
 )
 
 // A CRC over A followed by B equals shift(crc(A), len(B)) XOR crc(B), where
@@ -28,7 +30,7 @@ func shiftFor(n int) *crcShift {
 	for i := range basis {
 		r := uint64(1) << i
 		for range n {
-			r = crcTable[byte(r)] ^ (r >> 8)
+			r = crc64iso.Table[byte(r)] ^ (r >> 8)
 		}
 		basis[i] = r
 	}

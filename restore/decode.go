@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/sluicedb/sluice/internal/crc64iso"
 	"github.com/superfly/ltx"
 )
 
@@ -58,7 +59,7 @@ func newBlockDecoder(r *bufio.Reader) (*blockDecoder, error) {
 	if err := d.hdr.Validate(); err != nil {
 		return nil, err
 	}
-	d.fileCRC = crcUpdate(0, b)
+	d.fileCRC = crc64iso.Update(0, b)
 	d.shift = shiftFor(int(d.hdr.PageSize))
 	peek, err := r.Peek(ltx.PageHeaderSize)
 	if err != nil {
@@ -81,7 +82,7 @@ func (d *blockDecoder) next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.
 	var ph ltx.PageHeader
 	_ = ph.UnmarshalBinary(d.frame[:])
 	if ph.IsZero() {
-		d.fileCRC = crcUpdate(d.fileCRC, d.frame[:ltx.PageHeaderSize])
+		d.fileCRC = crc64iso.Update(d.fileCRC, d.frame[:ltx.PageHeaderSize])
 		return 0, 0, io.EOF
 	}
 	if err := ph.Validate(); err != nil {
@@ -93,7 +94,7 @@ func (d *blockDecoder) next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.
 	if _, err := io.ReadFull(d.r, d.frame[ltx.PageHeaderSize:]); err != nil {
 		return 0, 0, noEOF(err)
 	}
-	d.fileCRC = crcUpdate(d.fileCRC, d.frame[:])
+	d.fileCRC = crc64iso.Update(d.fileCRC, d.frame[:])
 	n := binary.BigEndian.Uint32(d.frame[ltx.PageHeaderSize:])
 	if n > uint32(lz4.CompressBlockBound(int(d.hdr.PageSize))) {
 		return 0, 0, fmt.Errorf("page %d: compressed size %d exceeds the bound for a %d-byte page", ph.Pgno, n, d.hdr.PageSize)
@@ -114,11 +115,11 @@ func (d *blockDecoder) next(dst func(pgno uint32) ([]byte, error)) (uint32, ltx.
 	} else if got != len(page) {
 		return 0, 0, fmt.Errorf("page %d: decompressed to %d bytes, want %d", ph.Pgno, got, len(page))
 	}
-	crcPage := crcUpdate(0, page)
+	crcPage := crc64iso.Update(0, page)
 	d.fileCRC = crcAppend(d.fileCRC, crcPage, d.shift)
 	var pg [4]byte
 	binary.BigEndian.PutUint32(pg[:], ph.Pgno)
-	sum := ltxSum(crcAppend(crcUpdate(0, pg[:]), crcPage, d.shift))
+	sum := ltxSum(crcAppend(crc64iso.Update(0, pg[:]), crcPage, d.shift))
 	if ph.Pgno != ltx.LockPgno(d.hdr.PageSize) {
 		d.snapshot ^= sum
 	}
@@ -134,7 +135,7 @@ func (d *blockDecoder) finish() (ltx.Trailer, error) {
 	if len(rest) < 8+ltx.TrailerSize {
 		return t, fmt.Errorf("%d bytes after the pages: %w", len(rest), io.ErrUnexpectedEOF)
 	}
-	d.fileCRC = crcUpdate(d.fileCRC, rest[:len(rest)-ltx.ChecksumSize])
+	d.fileCRC = crc64iso.Update(d.fileCRC, rest[:len(rest)-ltx.ChecksumSize])
 	idx := bytes.NewReader(rest[:len(rest)-ltx.TrailerSize])
 	if _, err := ltx.DecodePageIndex(idx, 0, d.hdr.MinTXID, d.hdr.MaxTXID); err != nil {
 		return t, fmt.Errorf("page index: %w", err)

@@ -432,3 +432,37 @@ func TestRestoreShrinkThenGrowWithoutPagesFails(t *testing.T) {
 	}
 	wantNoOutput(t, out)
 }
+
+// The lead (the largest file, written before the database's final size is
+// known) may hold pages a later file cut off by shrinking the database: the
+// result must not keep them.
+func TestRestoreCutsOffLeadPagesPastTheFinalSize(t *testing.T) {
+	store := newStore(t)
+	h := restoretest.New(t, store, t.TempDir())
+	h.Exec("PRAGMA auto_vacuum = INCREMENTAL")
+	h.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, b BLOB)")
+	h.Ship(t0)
+	h.Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 400) INSERT INTO t (b) SELECT randomblob(1000) FROM n")
+	lead := h.Ship(t0.Add(time.Second))
+	_, grown, err := restoreTo(t, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Exec("DELETE FROM t WHERE id > 20")
+	h.Exec("PRAGMA incremental_vacuum")
+	last := h.Ship(t0.Add(2 * time.Second))
+	if last.Size >= lead.Size {
+		t.Fatalf("the shrinking file (%d bytes) should be smaller than the lead (%d)", last.Size, lead.Size)
+	}
+	out, res, err := restoreTo(t, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages >= grown.Pages/2 {
+		t.Fatalf("the database should have shrunk from %d pages, restored %d", grown.Pages, res.Pages)
+	}
+	wantExact(t, h, out, h.Pos().TXID)
+	if fi, err := os.Stat(out); err != nil || fi.Size() != int64(res.Pages)*int64(res.PageSize) {
+		t.Fatalf("restored file: %v, %v; want %d pages", fi.Size(), err, res.Pages)
+	}
+}

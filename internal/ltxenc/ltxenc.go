@@ -11,12 +11,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/crc64"
 	"io"
 	"sync"
 
 	"github.com/pierrec/lz4/v4"
+	"github.com/sluicedb/sluice/internal/crc64iso"
 	"github.com/superfly/ltx"
 )
 
@@ -26,7 +25,7 @@ type Encoder struct {
 	w        io.Writer
 	hdr      ltx.Header
 	trailer  ltx.Trailer
-	hash     hash.Hash64
+	hash     crc64iso.Digest
 	n        int64 // bytes written
 	started  bool  // the header is written
 	closed   bool
@@ -48,7 +47,7 @@ type indexEntry struct {
 const keepIndexEntries = 4096
 
 var pool = sync.Pool{New: func() any {
-	return &Encoder{hash: crc64.New(crc64.MakeTable(crc64.ISO))}
+	return &Encoder{}
 }}
 
 // New returns an encoder writing to w, reusing a released one's buffers.
