@@ -44,6 +44,42 @@ func ListAllLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", s, err)
 	}
+	return byLevel(objs), nil
+}
+
+// ListNewestLTX lists what rebuilding the newest state takes without paging
+// through level 0, which holds a file per shipped transaction until
+// retention removes it (thousands on a busy database): levels 1..9, then
+// only the level-0 files past the highest TXID those cover. The level-0
+// files it leaves out are all covered by an upper level's file, but not
+// necessarily by one chain: when a plan from this listing fails, list all.
+func ListNewestLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
+	upper, err := ListAfter(ctx, s, LTXDir+"/", LTXLevelPrefix(0)+"~") // '~' sorts after every file name
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", s, err)
+	}
+	levels := byLevel(upper)
+	var covered ltx.TXID
+	for _, files := range levels[1:] {
+		for _, f := range files {
+			covered = max(covered, f.MaxTXID)
+		}
+	}
+	after := ""
+	if covered > 0 {
+		after = LTXKey(0, covered, covered)
+	}
+	l0, err := ListAfter(ctx, s, LTXLevelPrefix(0), after)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", s, err)
+	}
+	levels[0] = byLevel(l0)[0]
+	return levels, nil
+}
+
+// byLevel parses LTX keys (skipping others) into levels 0..9, each sorted
+// by MinTXID, then MaxTXID.
+func byLevel(objs []ObjectInfo) [][]LTXFile {
 	levels := make([][]LTXFile, MaxLevel+1)
 	for _, o := range objs {
 		lvl, min, max, err := ParseLTXKey(o.Key)
@@ -60,7 +96,7 @@ func ListAllLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
 			return files[i].MaxTXID < files[j].MaxTXID
 		})
 	}
-	return levels, nil
+	return levels
 }
 
 // ReadHeader fetches and decodes the header of one LTX file.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 )
@@ -72,5 +74,49 @@ func TestListAllLTXGroupsLevels(t *testing.T) {
 		if strings.Join(got[l], ",") != strings.Join(ks, ",") {
 			t.Fatalf("level %d: %v, want %v", l, got[l], ks)
 		}
+	}
+}
+
+// The newest-state listing leaves out the level-0 files an upper level
+// covers, and lists all of level 0 when no upper level exists.
+func TestListNewestLTXSkipsCoveredLevel0(t *testing.T) {
+	fs, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	put := func(k string) {
+		if _, err := fs.PutIfAbsent(ctx, k, strings.NewReader("x"), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keysAt := func(levels [][]replica.LTXFile, l int) string {
+		var ks []string
+		for _, f := range levels[l] {
+			ks = append(ks, f.Key)
+		}
+		return strings.Join(ks, ",")
+	}
+	for txid := ltx.TXID(1); txid <= 10; txid++ {
+		put(replica.LTXKey(0, txid, txid))
+	}
+	levels, err := replica.ListNewestLTX(ctx, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(levels[0]); got != 10 {
+		t.Fatalf("without upper levels: %d level-0 files listed, want 10", got)
+	}
+	put(replica.LTXKey(1, 1, 6))
+	put(replica.LTXKey(0, 7, 9)) // a level-0 file of several TXIDs past the cover
+	if levels, err = replica.ListNewestLTX(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{replica.LTXKey(0, 7, 7), replica.LTXKey(0, 7, 9), replica.LTXKey(0, 8, 8), replica.LTXKey(0, 9, 9), replica.LTXKey(0, 10, 10)}, ",")
+	if got := keysAt(levels, 0); got != want {
+		t.Fatalf("level 0: %s\nwant %s", got, want)
+	}
+	if got := keysAt(levels, 1); got != replica.LTXKey(1, 1, 6) {
+		t.Fatalf("level 1: %s", got)
 	}
 }

@@ -22,6 +22,32 @@ var (
 	ErrPreconditionFailed = errors.New("object changed since it was read (precondition failed)")
 )
 
+// AfterLister is implemented by stores that can start a listing after a key
+// (S3's StartAfter), so it skips what sorts before instead of fetching it.
+type AfterLister interface {
+	// ListAfter returns List(prefix) without the keys <= after.
+	ListAfter(ctx context.Context, prefix, after string) ([]ObjectInfo, error)
+}
+
+// ListAfter returns the objects under prefix whose keys sort after after,
+// asking the store to skip the others where it can.
+func ListAfter(ctx context.Context, s Store, prefix, after string) ([]ObjectInfo, error) {
+	if al, ok := s.(AfterLister); ok {
+		return al.ListAfter(ctx, prefix, after)
+	}
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		if o.Key > after {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
 // ObjectInfo describes one stored object. Key is relative to the store's root.
 type ObjectInfo struct {
 	Key     string

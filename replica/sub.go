@@ -64,6 +64,14 @@ func (s *subStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 	return objs, err
 }
 
+func (s *subStore) ListAfter(ctx context.Context, prefix, after string) ([]ObjectInfo, error) {
+	objs, err := ListAfter(ctx, s.parent, s.key(prefix), s.key(after))
+	for i := range objs {
+		objs[i] = s.strip(objs[i])
+	}
+	return objs, err
+}
+
 func (s *subStore) strip(info ObjectInfo) ObjectInfo {
 	info.Key = strings.TrimPrefix(info.Key, s.prefix)
 	return info

@@ -28,11 +28,17 @@ var ErrNoReplica = errors.New("replica holds no LTX file (nothing to restore)")
 // state, oldest first: a file starting at TXID 1 (a snapshot) followed by the
 // files that continue it, the fewest possible.
 func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, error) {
-	files, target, err := list(ctx, store, opts)
+	files, target, partial, err := list(ctx, store, opts)
 	if err != nil {
 		return nil, err
 	}
 	plan, err := planSorted(files, target)
+	if err != nil && partial {
+		if files, err = listAll(ctx, store, nil); err != nil {
+			return nil, err
+		}
+		plan, err = planSorted(files, target)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("plan restore from %s: %w", store, err)
 	}
@@ -41,22 +47,31 @@ func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTX
 
 // list lists every level of the replica, sorted as planSorted wants, and
 // resolves opts' target to a TXID (0 = the newest).
-func list(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, ltx.TXID, error) {
+// For the newest state it lists only what that takes
+// (replica.ListNewestLTX): partial then says level-0 files the upper levels
+// cover were left out, and a plan that fails is made again from listAll.
+func list(ctx context.Context, store replica.Store, opts Options) (files []replica.LTXFile, target ltx.TXID, partial bool, err error) {
 	if err := opts.validate(); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	levels, err := replica.ListAllLTX(ctx, store)
+	partial = opts.TXID == 0 && opts.Timestamp.IsZero()
+	var levels [][]replica.LTXFile
+	if partial {
+		levels, err = replica.ListNewestLTX(ctx, store)
+	} else {
+		levels, err = replica.ListAllLTX(ctx, store)
+	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	files := flatten(levels)
+	files = flatten(levels)
 	if len(files) == 0 {
-		return nil, 0, fmt.Errorf("%s: %w", store, ErrNoReplica)
+		return nil, 0, false, fmt.Errorf("%s: %w", store, ErrNoReplica)
 	}
-	target := opts.TXID
+	target = opts.TXID
 	if !opts.Timestamp.IsZero() {
 		if target, err = txidAt(ctx, store, files, opts.Timestamp, opts.parallelism()); err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 	}
 	if target == 0 {
@@ -65,7 +80,22 @@ func list(ctx context.Context, store replica.Store, opts Options) ([]replica.LTX
 			target = max(target, f.MaxTXID)
 		}
 	}
-	return files, target, nil
+	return files, target, partial, nil
+}
+
+// listAll lists every level, leaving out the keys in skip.
+func listAll(ctx context.Context, store replica.Store, skip map[string]bool) ([]replica.LTXFile, error) {
+	levels, err := replica.ListAllLTX(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	var files []replica.LTXFile
+	for _, f := range flatten(levels) {
+		if !skip[f.Key] {
+			files = append(files, f)
+		}
+	}
+	return files, nil
 }
 
 // flatten merges every level into one slice sorted by MinTXID, then MaxTXID.

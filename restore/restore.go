@@ -79,7 +79,7 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		return Result{}, err
 	}
 	start := time.Now()
-	files, target, err := list(ctx, store, opts)
+	files, target, partial, err := list(ctx, store, opts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -104,7 +104,20 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 	var plan []replica.LTXFile
 	var img built
 	for {
-		if plan, err = planSorted(files, target); err != nil {
+		if plan, err = planSorted(files, target); err != nil && partial {
+			// The level-0 files the short listing left out may make a chain.
+			skip := map[string]bool{}
+			for _, fe := range damaged {
+				skip[fe.file.Key] = true
+			}
+			if files, err = listAll(ctx, store, skip); err != nil {
+				return Result{}, err
+			}
+			partial = false
+			log.Debug("restore listed every level", "replica", store.String(), "files", len(files))
+			continue
+		}
+		if err != nil {
 			if len(damaged) > 0 {
 				return Result{}, fmt.Errorf("plan restore from %s: %w", store, noFallback(damaged, target, err))
 			}

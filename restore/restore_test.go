@@ -1,9 +1,11 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -464,5 +466,29 @@ func TestRestoreCutsOffLeadPagesPastTheFinalSize(t *testing.T) {
 	wantExact(t, h, out, h.Pos().TXID)
 	if fi, err := os.Stat(out); err != nil || fi.Size() != int64(res.Pages)*int64(res.PageSize) {
 		t.Fatalf("restored file: %v, %v; want %d pages", fi.Size(), err, res.Pages)
+	}
+}
+
+// A restore of the newest state lists level 0 only past what the upper
+// levels cover; when those leave a gap (here no upper file starts at TXID 1),
+// it lists every level and restores from level 0.
+func TestRestoreNewestListsEveryLevelWhenUpperLevelsLeaveAGap(t *testing.T) {
+	store := newStore(t)
+	h := restoretest.New(t, store, t.TempDir())
+	buildHistory(t, h) // TXIDs 1..16
+	l1 := compactInto(t, store, 1, h.Files[5:10])
+	var logs bytes.Buffer
+	out := filepath.Join(t.TempDir(), "restored.db")
+	res, err := Restore(context.Background(), store, out, Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExact(t, h, out, h.Pos().TXID)
+	if !strings.Contains(logs.String(), "restore listed every level") {
+		t.Fatalf("the short listing (upper levels cover %s) should not have sufficed:\n%s", l1.Key, logs.String())
+	}
+	if res.Pos != h.Pos() {
+		t.Fatalf("restored %s, want %s", res.Pos, h.Pos())
 	}
 }

@@ -359,6 +359,35 @@ func testList(t *testing.T, s replica.Store) {
 	check("", "ltx/0/0000000000000001-0000000000000001.ltx", "ltx/0/0000000000000002-0000000000000002.ltx",
 		"ltx/1/0000000000000001-0000000000000002.ltx", "ltx/10/zzz", "ltx/1x", "ltx/9/snapshot", "ltxfile", "sluice/lease")
 	check("ltx/2/")
+
+	// ListAfter (the store's own where it has one, as S3 does) is List
+	// without the keys <= after, whatever the store's key layout.
+	for _, c := range []struct{ prefix, after string }{
+		{"ltx/", "ltx/0/~"}, {"ltx/", "ltx/0/0000000000000001-0000000000000001.ltx"}, {"ltx/", ""},
+		{"ltx/0/", "ltx/0/0000000000000001-0000000000000001.ltx"}, {"ltx/0/", "ltx/0/0000000000000002-0000000000000002.ltx"},
+		{"ltx/1", "ltx/1/~"}, {"ltx/9/", "ltx/9/a"}, {"", "ltx/1x"}, {"", "ltx/0/~"}, {"sluice/", "sluice/a"},
+	} {
+		all, err := s.List(ctx, c.prefix)
+		if err != nil {
+			t.Fatalf("List %q: %v", c.prefix, err)
+		}
+		var want, got []string
+		for _, o := range all {
+			if o.Key > c.after {
+				want = append(want, o.Key)
+			}
+		}
+		objs, err := replica.ListAfter(ctx, s, c.prefix, c.after)
+		if err != nil {
+			t.Fatalf("ListAfter %q %q: %v", c.prefix, c.after, err)
+		}
+		for _, o := range objs {
+			got = append(got, o.Key)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("ListAfter %q %q = %v, want %v", c.prefix, c.after, got, want)
+		}
+	}
 }
 
 // testListPaging lists more keys than one LIST page holds on S3 (1000).

@@ -212,20 +212,28 @@ func (s *Store) relKey(full string) string {
 // the shared layout (replica.LTXKey, also under a sub-prefix such as a served
 // database's "<name>/") onto the S3 one so both tools read each other's replicas.
 func toLitestreamS3Key(key string) string {
+	mapped := toLitestreamS3Dir(key) // ".../ltx/<level>/<file or empty>"
+	if name := key[strings.LastIndex(key, "/")+1:]; mapped != key && name != "" {
+		if _, _, err := ltx.ParseFilename(name); err != nil {
+			return key
+		}
+	}
+	return mapped
+}
+
+// toLitestreamS3Dir maps a key's ".../ltx/<level>/" directory like
+// toLitestreamS3Key whatever follows it, for StartAfter keys such as
+// "ltx/0/~" (after every level-0 file). Within a level both layouts sort
+// alike, and levels 0..9 map to 0000..0009 in order.
+func toLitestreamS3Dir(key string) string {
 	parts := strings.Split(key, "/")
 	n := len(parts)
-	// ".../ltx/<level>/<file or empty>"
 	if n < 3 || parts[n-3] != replica.LTXDir {
 		return key
 	}
 	level, err := strconv.Atoi(parts[n-2])
 	if err != nil || level < 0 || level > replica.MaxLevel || parts[n-2] != strconv.Itoa(level) {
 		return key
-	}
-	if parts[n-1] != "" {
-		if _, _, err := ltx.ParseFilename(parts[n-1]); err != nil {
-			return key
-		}
 	}
 	return strings.Join(append(parts[:n-3:n-3], fmt.Sprintf("%04x", level), parts[n-1]), "/")
 }
@@ -408,6 +416,13 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 
 // List pages through ListObjectsV2 under prefix.
 func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, error) {
+	return s.ListAfter(ctx, prefix, "")
+}
+
+// ListAfter is List starting after a key (StartAfter): a restore lists the
+// level-0 files past what the upper levels hold without paging through the
+// thousands before them.
+func (s *Store) ListAfter(ctx context.Context, prefix, after string) ([]replica.ObjectInfo, error) {
 	full := s.objectKey(prefix)
 	if s.cfg.Prefix != "" && prefix == "" {
 		full = s.cfg.Prefix + "/"
@@ -415,7 +430,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 	if dir, partial := partialLTXPrefix(prefix); partial {
 		// "ltx", "x/ltx/", "x/ltx/1": LTX levels sit one level up on S3, so
 		// list the parent and keep what maps back under the prefix.
-		all, err := s.List(ctx, dir)
+		all, err := s.ListAfter(ctx, dir, after)
 		if err != nil {
 			return nil, err
 		}
@@ -427,7 +442,14 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 		}
 		return out, nil
 	}
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(full)})
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(full)}
+	if after != "" {
+		in.StartAfter = aws.String(s.cfg.Prefix + "/" + toLitestreamS3Dir(after))
+		if s.cfg.Prefix == "" {
+			in.StartAfter = aws.String(toLitestreamS3Dir(after))
+		}
+	}
+	p := s3.NewListObjectsV2Paginator(s.client, in)
 	var out []replica.ObjectInfo
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -435,6 +457,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]replica.ObjectInfo, 
 			return nil, fmt.Errorf("list %q in %s: %w", prefix, s, classify(err))
 		}
 		for _, o := range page.Contents {
+			if after != "" && s.relKey(aws.ToString(o.Key)) <= after {
+				continue // StartAfter is in the S3 layout's order; the result is in the store's
+			}
 			out = append(out, replica.ObjectInfo{
 				Key: s.relKey(aws.ToString(o.Key)), Size: aws.ToInt64(o.Size),
 				ModTime: aws.ToTime(o.LastModified), ETag: aws.ToString(o.ETag),

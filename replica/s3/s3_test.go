@@ -63,6 +63,13 @@ func TestNoPrefix(t *testing.T) {
 	if err != nil || len(objs) != 1 || objs[0].Key != "ltx/0/a" {
 		t.Fatalf("List = %+v, %v", objs, err)
 	}
+	level1 := replica.LTXKey(1, 1, 2)
+	if _, err := s.PutIfAbsent(ctx, level1, strings.NewReader("b"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := s.ListAfter(ctx, "ltx/", "ltx/0/~"); err != nil || len(objs) != 1 || objs[0].Key != level1 {
+		t.Fatalf("ListAfter the level-0 files = %+v, %v; want only %s", objs, err, level1)
+	}
 }
 
 // A missing bucket is an error naming the bucket, not ErrNotFound.
