@@ -64,13 +64,16 @@ type DB struct {
 	// Captured state: the database as of the last captured commit.
 	pageSize  uint32
 	commit    uint32
-	checksums []ltx.Checksum   // per page, index pgno-1; 0 for the lock page
-	xor       ltx.Checksum     // XOR of checksums; the DB checksum is ChecksumFlag|xor
-	txid      ltx.TXID         // TXID of the last captured file
-	wcur      cursor           // WAL cursor just past the last captured commit frame
-	walIndex  map[uint32]int64 // pgno -> newest captured frame offset in the current WAL generation
-	brokenAt  *cursor          // the chain was broken at this cursor on the previous capture
-	resyncWhy string           // non-empty: the next capture must resync by diff
+	checksums []ltx.Checksum // per page, index pgno-1; 0 for the lock page
+	xor       ltx.Checksum   // XOR of checksums; the DB checksum is ChecksumFlag|xor
+	txid      ltx.TXID       // TXID of the last captured file
+	wcur      cursor         // WAL cursor just past the last captured commit frame
+	// walRestartedAt: the cursor offset at which walAhead saw the log
+	// shorter than the cursor (truncated and restarted since that capture).
+	walRestartedAt int64
+	walIndex       map[uint32]int64 // pgno -> newest captured frame offset in the current WAL generation
+	brokenAt       *cursor          // the chain was broken at this cursor on the previous capture
+	resyncWhy      string           // non-empty: the next capture must resync by diff
 
 	pos     ltx.Pos                 // last position accepted by the store
 	posCopy atomic.Pointer[ltx.Pos] // pos, for Pos() without mu (Sync holds mu during uploads)
@@ -341,12 +344,14 @@ func (db *DB) Changed() (bool, error) {
 }
 
 // walAhead is how many bytes the WAL has grown past the last captured
-// commit: one stat, no read. After the log restarts over old frames
-// without shrinking it reads 0 until the log outgrows the old cursor.
+// commit: one stat, no read. A log shorter than the cursor was truncated
+// (a TRUNCATE checkpoint) and restarted: all of it is new until the next
+// capture moves the cursor. After the log restarts over old frames without
+// shrinking it reads 0 until the log outgrows the old cursor.
 func (db *DB) walAhead() int64 {
 	db.mu.Lock()
 	off := db.wcur.off
-	if !db.wcur.ok {
+	if !db.wcur.ok || db.walRestartedAt == off {
 		off = 0
 	}
 	db.mu.Unlock()
@@ -354,7 +359,15 @@ func (db *DB) walAhead() int64 {
 	if err != nil {
 		return 0
 	}
-	return max(st.Size()-off, 0)
+	if st.Size() < off {
+		db.mu.Lock()
+		if db.wcur.off == off {
+			db.walRestartedAt = off
+		}
+		db.mu.Unlock()
+		return st.Size()
+	}
+	return st.Size() - off
 }
 
 func (db *DB) syncLocked(ctx context.Context) error {

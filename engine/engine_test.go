@@ -487,3 +487,39 @@ func TestOnShipGivesSmallFilesBytes(t *testing.T) {
 		}
 	}
 }
+
+// walAhead counts a log truncated and restarted since the last capture as
+// all new, though it is shorter than the old cursor: a writer going flat out
+// between the replicator's TRUNCATE checkpoints is shipped early only so.
+func TestWALAheadCountsARestartedLogAsNew(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	db := openDB(t, path, newStore(t), Options{})
+	ctx := context.Background()
+	blob := bytes.Repeat([]byte{9}, 100<<10)
+	for range 5 {
+		a.exec("INSERT INTO t(v) VALUES (?)", blob)
+	}
+	sync1(t, db)
+	if got := db.walAhead(); got != 0 {
+		t.Fatalf("after a sync the log is %d bytes ahead", got)
+	}
+	cursor := db.wcur.off
+	must(t, db.Checkpoint(ctx))
+	a.checkpoint("TRUNCATE")
+	for i := 1; i <= 2; i++ {
+		a.exec("INSERT INTO t(v) VALUES (?)", blob)
+		st, err := os.Stat(path + "-wal")
+		must(t, err)
+		if st.Size() >= cursor {
+			t.Fatalf("the restarted log (%d bytes) should be shorter than the old cursor (%d)", st.Size(), cursor)
+		}
+		if got := db.walAhead(); got != st.Size() {
+			t.Fatalf("insert %d into the restarted log: %d bytes ahead, want all %d", i, got, st.Size())
+		}
+	}
+	sync1(t, db)
+	if got := db.walAhead(); got != 0 {
+		t.Fatalf("after the next sync the log is %d bytes ahead", got)
+	}
+}

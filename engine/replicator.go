@@ -240,7 +240,10 @@ func (r *Replicator) Run(ctx context.Context) error {
 		}
 		if err == nil {
 			failures = 0
-			timer.Reset(poll)
+			// The interval runs from this sync's start, not its end: under
+			// a steady writer a sync every Interval, not every Interval
+			// plus the time to capture and upload.
+			timer.Reset(max(poll-time.Since(attempt), 0))
 			continue
 		}
 		failures++
