@@ -343,15 +343,52 @@ func (db *DB) Changed() (bool, error) {
 	return db.walChanged()
 }
 
-// walAhead is how many bytes the WAL has grown past the last captured
-// commit: one stat, no read. A log shorter than the cursor was truncated
-// (a TRUNCATE checkpoint) and restarted: all of it is new until the next
-// capture moves the cursor. After the log restarts over old frames without
-// shrinking it reads 0 until the log outgrows the old cursor.
+// walAhead is how many bytes of committed frames the WAL holds past the
+// last captured commit: from the log's header and the wal-index's mxFrame
+// (two small reads), so a log restarted over old frames, truncated or not,
+// counts from its start.
 func (db *DB) walAhead() int64 {
 	db.mu.Lock()
-	off := db.wcur.off
-	if !db.wcur.ok || db.walRestartedAt == off {
+	cur := db.wcur
+	db.mu.Unlock()
+	if db.shmFile != nil {
+		if n, ok := db.walAheadFromIndex(cur); ok {
+			return n
+		}
+	}
+	return db.walAheadFromSize(cur)
+}
+
+func (db *DB) walAheadFromIndex(cur cursor) (int64, bool) {
+	f, err := os.Open(db.walPath)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	hdr, err := wal.ReadHeader(f)
+	if err != nil {
+		return 0, false
+	}
+	mx, err := wal.ReadIndexMaxFrame(db.shmFile, hdr)
+	if err != nil {
+		return 0, false
+	}
+	end := hdr.FrameOffset(int64(mx) + 1)
+	if cur.ok && hdr.SameSalts(cur.hdr) {
+		return max(end-cur.off, 0), true
+	}
+	return end - wal.HeaderSize, true
+}
+
+// walAheadFromSize is walAhead without a wal-index (exclusive locking
+// mode): one stat. A log shorter than the cursor was truncated and
+// restarted: all of it is new until the next capture moves the cursor. A
+// log restarted over old frames without shrinking reads 0 until it outgrows
+// the old cursor.
+func (db *DB) walAheadFromSize(cur cursor) int64 {
+	off := cur.off
+	db.mu.Lock()
+	if !cur.ok || db.walRestartedAt == off {
 		off = 0
 	}
 	db.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/wal"
 )
 
 func openDB(t *testing.T, path string, store replica.Store, opts Options) *DB {
@@ -488,9 +489,9 @@ func TestOnShipGivesSmallFilesBytes(t *testing.T) {
 	}
 }
 
-// walAhead counts a log truncated and restarted since the last capture as
-// all new, though it is shorter than the old cursor: a writer going flat out
-// between the replicator's TRUNCATE checkpoints is shipped early only so.
+// walAhead counts a log restarted since the last capture as all new, though
+// it is shorter than the old cursor (truncated) or the same length (reused):
+// a writer going flat out between checkpoints is shipped early only so.
 func TestWALAheadCountsARestartedLogAsNew(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
 	a := newApp(t, path)
@@ -514,12 +515,26 @@ func TestWALAheadCountsARestartedLogAsNew(t *testing.T) {
 		if st.Size() >= cursor {
 			t.Fatalf("the restarted log (%d bytes) should be shorter than the old cursor (%d)", st.Size(), cursor)
 		}
-		if got := db.walAhead(); got != st.Size() {
-			t.Fatalf("insert %d into the restarted log: %d bytes ahead, want all %d", i, got, st.Size())
+		if got, want := db.walAhead(), st.Size()-wal.HeaderSize; got != want {
+			t.Fatalf("insert %d into the truncated log: %d bytes ahead, want all its frames' %d", i, got, want)
 		}
 	}
 	sync1(t, db)
 	if got := db.walAhead(); got != 0 {
 		t.Fatalf("after the next sync the log is %d bytes ahead", got)
+	}
+	// Backfilled in full, the log restarts over its old frames at the next
+	// write without shrinking.
+	must(t, db.Checkpoint(ctx))
+	before, err := os.Stat(path + "-wal")
+	must(t, err)
+	a.exec("INSERT INTO t(v) VALUES (?)", blob[:10<<10])
+	after, err := os.Stat(path + "-wal")
+	must(t, err)
+	if after.Size() != before.Size() {
+		t.Fatalf("the log should have restarted in place (%d -> %d bytes)", before.Size(), after.Size())
+	}
+	if got := db.walAhead(); got <= 0 || got >= after.Size()/2 {
+		t.Fatalf("after a 10 KB insert into the reused log: %d bytes ahead of a %d-byte file", got, after.Size())
 	}
 }
