@@ -68,8 +68,13 @@ type DB struct {
 	xor       ltx.Checksum   // XOR of checksums; the DB checksum is ChecksumFlag|xor
 	txid      ltx.TXID       // TXID of the last captured file
 	wcur      cursor         // WAL cursor just past the last captured commit frame
-	// walRestartedAt: the cursor offset at which walAhead saw the log
-	// shorter than the cursor (truncated and restarted since that capture).
+	// walAhead's state (the replicator's loop only): its last answer, and
+	// the cursor offset at which it saw the log shorter than the cursor
+	// (truncated and restarted since that capture).
+	ahead struct {
+		key aheadKey
+		n   int64
+	}
 	walRestartedAt int64
 	walIndex       map[uint32]int64 // pgno -> newest captured frame offset in the current WAL generation
 	brokenAt       *cursor          // the chain was broken at this cursor on the previous capture
@@ -346,17 +351,37 @@ func (db *DB) Changed() (bool, error) {
 // walAhead is how many bytes of committed frames the WAL holds past the
 // last captured commit: from the log's header and the wal-index's mxFrame
 // (two small reads), so a log restarted over old frames, truncated or not,
-// counts from its start.
+// counts from its start. While neither the log nor the cursor changes it
+// is one stat (a commit published just after that stat is seen at the next
+// write, or shipped at the interval). Only the replicator's loop calls it.
 func (db *DB) walAhead() int64 {
 	db.mu.Lock()
 	cur := db.wcur
 	db.mu.Unlock()
-	if db.shmFile != nil {
-		if n, ok := db.walAheadFromIndex(cur); ok {
-			return n
-		}
+	st, err := os.Stat(db.walPath)
+	if err != nil {
+		return 0
 	}
-	return db.walAheadFromSize(cur)
+	key := aheadKey{size: st.Size(), mod: st.ModTime(), cur: cur}
+	if db.ahead.key == key {
+		return db.ahead.n
+	}
+	n, ok := int64(0), false
+	if db.shmFile != nil {
+		n, ok = db.walAheadFromIndex(cur)
+	}
+	if !ok {
+		n = db.walAheadFromSize(cur, st.Size())
+	}
+	db.ahead.key, db.ahead.n = key, n
+	return n
+}
+
+// aheadKey is what walAhead's answer depends on.
+type aheadKey struct {
+	size int64
+	mod  time.Time
+	cur  cursor
 }
 
 func (db *DB) walAheadFromIndex(cur cursor) (int64, bool) {
@@ -385,26 +410,16 @@ func (db *DB) walAheadFromIndex(cur cursor) (int64, bool) {
 // restarted: all of it is new until the next capture moves the cursor. A
 // log restarted over old frames without shrinking reads 0 until it outgrows
 // the old cursor.
-func (db *DB) walAheadFromSize(cur cursor) int64 {
+func (db *DB) walAheadFromSize(cur cursor, size int64) int64 {
 	off := cur.off
-	db.mu.Lock()
 	if !cur.ok || db.walRestartedAt == off {
 		off = 0
 	}
-	db.mu.Unlock()
-	st, err := os.Stat(db.walPath)
-	if err != nil {
-		return 0
+	if size < off {
+		db.walRestartedAt = off
+		return size
 	}
-	if st.Size() < off {
-		db.mu.Lock()
-		if db.wcur.off == off {
-			db.walRestartedAt = off
-		}
-		db.mu.Unlock()
-		return st.Size()
-	}
-	return st.Size() - off
+	return size - off
 }
 
 func (db *DB) syncLocked(ctx context.Context) error {

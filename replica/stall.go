@@ -31,12 +31,39 @@ func WithWatchdog(ctx context.Context, d time.Duration) (context.Context, *Watch
 // Touch records progress.
 func (w *Watchdog) Touch() { w.t.Reset(w.d) }
 
-// Reader returns r reporting every successful read to w.
-func (w *Watchdog) Reader(r io.Reader) io.Reader { return progressReader{r, w} }
+// Reader returns r reporting every successful read to w. A seekable r
+// (a spooled file, an in-memory body) stays seekable: a store that must
+// rewind or sign the body would otherwise copy all of it first.
+func (w *Watchdog) Reader(r io.Reader) io.Reader {
+	if rs, ok := r.(readSeekerAt); ok {
+		return progressReadSeeker{progressReader{r, w}, rs}
+	}
+	return progressReader{r, w}
+}
+
+type readSeekerAt interface {
+	io.ReadSeeker
+	io.ReaderAt
+}
 
 type progressReader struct {
 	r io.Reader
 	w *Watchdog
+}
+
+type progressReadSeeker struct {
+	progressReader
+	rs readSeekerAt
+}
+
+func (p progressReadSeeker) Seek(off int64, whence int) (int64, error) { return p.rs.Seek(off, whence) }
+
+func (p progressReadSeeker) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.rs.ReadAt(b, off)
+	if n > 0 {
+		p.w.Touch()
+	}
+	return n, err
 }
 
 func (p progressReader) Read(b []byte) (int, error) {
