@@ -36,9 +36,9 @@ func ListLTX(ctx context.Context, s Store, level int) ([]LTXFile, error) {
 }
 
 // ListAllLTX lists every level (0..9), lowest level first, each sorted as
-// ListLTX sorts. It is one LIST of the whole ltx/ tree: restore waits for
-// it before it can fetch anything, and on an object store one request
-// answers sooner than ten, even in parallel.
+// ListLTX sorts. It is one LIST of the whole ltx/ tree: on an object store
+// one request answers sooner than ten, even in parallel. A restore of the
+// newest state needs less (ListNewestLTX).
 func ListAllLTX(ctx context.Context, s Store) ([][]LTXFile, error) {
 	objs, err := s.List(ctx, LTXDir+"/")
 	if err != nil {
