@@ -362,7 +362,7 @@ func (db *DB) walAhead() int64 {
 	if err != nil {
 		return 0
 	}
-	key := aheadKey{size: st.Size(), mod: st.ModTime(), cur: cur}
+	key := aheadKey{size: st.Size(), modNs: st.ModTime().UnixNano(), cur: cur}
 	if db.ahead.key == key {
 		return db.ahead.n
 	}
@@ -379,9 +379,9 @@ func (db *DB) walAhead() int64 {
 
 // aheadKey is what walAhead's answer depends on.
 type aheadKey struct {
-	size int64
-	mod  time.Time
-	cur  cursor
+	size  int64
+	modNs int64
+	cur   cursor
 }
 
 func (db *DB) walAheadFromIndex(cur cursor) (int64, bool) {
