@@ -44,7 +44,7 @@ type builder struct {
 	prog  *progress
 	log   *slog.Logger
 
-	sized     chan struct{} // closed once commit and pageSize are known and the file sized (or prepare failed)
+	sized     chan struct{} // closed once commit and pageSize are known (or prepare failed)
 	sizedOnce sync.Once
 	ready     chan struct{} // closed once owner is known too
 	readyErr  error
@@ -93,7 +93,8 @@ func build(ctx context.Context, store replica.Store, files []replica.LTXFile, f 
 	if err := b.run(ctx, opts.parallelism()); err != nil {
 		return built{}, err
 	}
-	// The lead wrote its pages before it knew the database's final size.
+	// Sized once every page is written: the lead wrote its pages before it
+	// knew the database's final size, and may have passed it.
 	if err := b.f.Truncate(int64(b.commit) * int64(b.pageSize)); err != nil {
 		return built{}, fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
 	}
@@ -225,9 +226,6 @@ func (b *builder) prepare(ctx context.Context, parallelism int) error {
 	if b.lead != 0 {
 		b.leadHas = newBitmap(hdr.Commit)
 	}
-	if err := b.f.Truncate(int64(hdr.Commit) * int64(hdr.PageSize)); err != nil {
-		return fmt.Errorf("size temp file %s of the %w: %w", b.f.Name(), errLocal, err)
-	}
 	b.sizedOnce.Do(func() { close(b.sized) })
 	errs := make([]error, n)
 	// Index reads are small range reads: more run at once than downloads.
@@ -284,7 +282,7 @@ func (b *builder) waitReady(ctx context.Context) error {
 	return nil
 }
 
-// waitSized waits until the database's size is known and the file sized.
+// waitSized waits until the database's size and page size are known.
 func (b *builder) waitSized(ctx context.Context) error {
 	select {
 	case <-b.sized:

@@ -191,8 +191,10 @@ func (s *Store) String() string {
 // Close releases nothing: connections are pooled per endpoint.
 func (s *Store) Close() error { return nil }
 
-func (s *Store) objectKey(key string) string {
-	key = toLitestreamS3Key(key)
+func (s *Store) objectKey(key string) string { return s.underPrefix(toLitestreamS3Key(key)) }
+
+// underPrefix puts a key already in the S3 layout under the store's prefix.
+func (s *Store) underPrefix(key string) string {
 	if s.cfg.Prefix == "" {
 		return key
 	}
@@ -444,10 +446,7 @@ func (s *Store) ListAfter(ctx context.Context, prefix, after string) ([]replica.
 	}
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(full)}
 	if after != "" {
-		in.StartAfter = aws.String(s.cfg.Prefix + "/" + toLitestreamS3Dir(after))
-		if s.cfg.Prefix == "" {
-			in.StartAfter = aws.String(toLitestreamS3Dir(after))
-		}
+		in.StartAfter = aws.String(s.underPrefix(toLitestreamS3Dir(after)))
 	}
 	p := s3.NewListObjectsV2Paginator(s.client, in)
 	var out []replica.ObjectInfo
