@@ -71,6 +71,11 @@ type ServeRow struct {
 	Target    string    `json:"target,omitempty"`
 	TargetMet bool      `json:"target_met"`
 	Runs      []float64 `json:"runs_req_per_s,omitempty"` // read rows: each round's req/s
+	// Write rows: CPU per upload over the run, sluice serve's and MinIO's.
+	SluiceCPUPerUploadMS float64 `json:"sluice_cpu_ms_per_upload,omitempty"`
+	StoreCPUPerPutMS     float64 `json:"minio_cpu_ms_per_put,omitempty"`
+	// Bound says, with figures from the same run, what limits a row's target.
+	Bound string `json:"bound,omitempty"`
 }
 
 // ServeResult is every row of one run.
@@ -197,6 +202,11 @@ func printServe(o ServeOptions, res *ServeResult, took time.Duration) {
 			r.Name, r.Rate, fmtMS(r.P50MS), fmtMS(r.P99MS), r.Failures, puts, verified, r.Reference, ratioS, target)
 	}
 	say("(read rows: median of %d interleaved rounds; write rows: each on a fresh server, then every database restored from MinIO and counted)", o.ReadRounds)
+	for _, r := range res.Rows {
+		if r.Bound != "" {
+			say("bound of %q: %s", strings.TrimSpace(r.Name), r.Bound)
+		}
+	}
 }
 
 func fmtMS(v float64) string {

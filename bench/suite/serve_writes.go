@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,8 +35,11 @@ type writeRun struct {
 	acked     int64
 	putsPer1k float64
 	objBytes  float64 // average size of the write path's objects
-	verified  string
-	ok        bool
+	uploads   float64 // PUTs sluice sent during the run
+	// CPU seconds over the same span as uploads: sluice serve's, MinIO's.
+	sluiceCPU, storeCPU float64
+	verified            string
+	ok                  bool
 }
 
 // serveWrites runs single-row inserts on 1 and on many databases at each
@@ -69,8 +73,13 @@ func serveWrites(ctx context.Context, env *targets.Env, o ServeOptions, want fun
 	}
 	out := &writeRows{}
 	row := func(name string, dbs, conns int, r *writeRun) ServeRow {
-		return ServeRow{Group: "writes", Name: name, Conns: conns, Databases: dbs, Rate: r.rep.Rate, P50MS: r.rep.Latency.Med,
+		out := ServeRow{Group: "writes", Name: name, Conns: conns, Databases: dbs, Rate: r.rep.Rate, P50MS: r.rep.Latency.Med,
 			P99MS: r.rep.Latency.P99, Failures: r.rep.Requests - r.rep.OK, PutsPer1k: r.putsPer1k, Acked: r.acked, Verified: r.verified, VerifyOK: r.ok}
+		if r.uploads > 0 {
+			out.SluiceCPUPerUploadMS = r.sluiceCPU * 1000 / r.uploads
+			out.StoreCPUPerPutMS = r.storeCPU * 1000 / r.uploads
+		}
+		return out
 	}
 	if want("writes") {
 		for _, d := range o.Databases {
@@ -82,6 +91,7 @@ func serveWrites(ctx context.Context, env *targets.Env, o ServeOptions, want fun
 					if c == 500 && d == 100 {
 						r.Target = fmt.Sprintf(">= %.1fx, p99 <= %s", TargetManyVsOne, TargetManyP99)
 						r.TargetMet = r.Ratio >= TargetManyVsOne && r.P99MS <= float64(TargetManyP99.Milliseconds())
+						r.Bound = manyDatabasesBound(r, one.rep.Rate)
 					}
 				}
 				out.rows = append(out.rows, r)
@@ -121,6 +131,11 @@ func serveWrites(ctx context.Context, env *targets.Env, o ServeOptions, want fun
 		}
 		r.Target = fmt.Sprintf(">= %.0fx fewer PUTs", TargetWindowFewer)
 		r.TargetMet = r.Ratio >= TargetWindowFewer
+		// Each connection waits for its answer, so a group holds at most one
+		// write per connection: one upload per WindowConns writes is the floor.
+		floor := 1000 / float64(o.WindowConns)
+		r.Bound = fmt.Sprintf("a group holds at most one write per connection: at %d connections the floor is %.1f PUT/1k, at most %.2fx fewer than without the window (%.1f)",
+			o.WindowConns, floor, without.putsPer1k/floor, without.putsPer1k)
 		out.rows = append(out.rows, r)
 	}
 	return out, nil
@@ -180,6 +195,10 @@ func runWrites(ctx context.Context, env *targets.Env, o ServeOptions, dbs, conns
 	if err != nil {
 		return fail(err)
 	}
+	cpu0, err := serveCPU(env, srv)
+	if err != nil {
+		return fail(err)
+	}
 	res, err := load.Run(ctx, load.Config{VUs: conns, Duration: o.Duration, Warmup: o.Warmup,
 		Next: func(vu int, iter uint64) *load.Request { return reqs[vu%dbs] }})
 	if err != nil {
@@ -189,9 +208,15 @@ func runWrites(ctx context.Context, env *targets.Env, o ServeOptions, dbs, conns
 	if err != nil {
 		return fail(err)
 	}
+	cpu1, err := serveCPU(env, srv)
+	if err != nil {
+		return fail(err)
+	}
 	run := &writeRun{rep: report.New(report.Meta{Scenario: s.Name, Target: label, Protocol: scenario.JSON, Warmup: o.Warmup}, res), acked: res.AckedWrites}
+	run.uploads = m1["sluice_store_put_requests"] - m0["sluice_store_put_requests"]
+	run.sluiceCPU, run.storeCPU = (cpu1[0] - cpu0[0]).Seconds(), (cpu1[1] - cpu0[1]).Seconds()
 	if w := m1["sluice_writes_acknowledged_total"] - m0["sluice_writes_acknowledged_total"]; w > 0 {
-		run.putsPer1k = (m1["sluice_store_put_requests"] - m0["sluice_store_put_requests"]) * 1000 / w
+		run.putsPer1k = run.uploads * 1000 / w
 	}
 	if n := m1["sluice_objects_written_total"] - m0["sluice_objects_written_total"]; n > 0 {
 		run.objBytes = (m1["sluice_bytes_written_total"] - m0["sluice_bytes_written_total"]) / n
@@ -232,6 +257,33 @@ func runWrites(ctx context.Context, env *targets.Env, o ServeOptions, dbs, conns
 		run.verified = fmt.Sprintf("MISSING: %d restored, %d live, %d acknowledged", inBucket, grew, res.AckedWrites)
 	}
 	return run, nil
+}
+
+// serveCPU is the CPU time sluice serve and MinIO have used so far.
+func serveCPU(env *targets.Env, srv *targets.Server) ([2]time.Duration, error) {
+	var out [2]time.Duration
+	var err error
+	if out[0], err = targets.CPUTime(srv.Pid()); err != nil {
+		return out, err
+	}
+	out[1], err = targets.CPUTime(env.MinIO.Pid())
+	return out, err
+}
+
+// manyDatabasesBound says what the many-databases row would need: the uploads
+// per second the target rate takes at the row's writes per upload, and the
+// cores that many uploads take at the CPU per upload measured in the row
+// (sluice's and MinIO's; the load generator's not counted).
+func manyDatabasesBound(r ServeRow, oneRate float64) string {
+	perUpload := r.SluiceCPUPerUploadMS + r.StoreCPUPerPutMS
+	if r.PutsPer1k <= 0 || perUpload <= 0 {
+		return ""
+	}
+	writesPerUpload := 1000 / r.PutsPer1k
+	need := TargetManyVsOne * oneRate / writesPerUpload
+	return fmt.Sprintf("%d connections over %d databases put at most %d writes in one upload (%.1f here); CPU per upload: sluice %.2f ms + MinIO %.2f ms; %.1fx of 1 db (%.0f writes/s) needs %.0f uploads/s = %.1f cores of the %d",
+		r.Conns, r.Databases, max(r.Conns/max(r.Databases, 1), 1), writesPerUpload, r.SluiceCPUPerUploadMS, r.StoreCPUPerPutMS,
+		TargetManyVsOne, TargetManyVsOne*oneRate, need, need*perUpload/1000, runtime.NumCPU())
 }
 
 // forEach runs fn(i) for i in [0,n) on up to workers goroutines; the first error wins.
