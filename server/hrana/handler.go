@@ -281,7 +281,13 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *
 	if e != nil {
 		return e
 	}
-	if err := json.Unmarshal(data, into); err != nil {
+	var err error
+	if p, ok := into.(*proto.PipelineRequest); ok {
+		err = proto.DecodePipelineRequest(data, p)
+	} else {
+		err = json.Unmarshal(data, into)
+	}
+	if err != nil {
 		return &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 	}
 	return nil

@@ -1,0 +1,329 @@
+package proto
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/sluicedb/sluice/server/sqlconn"
+)
+
+// DecodePipelineRequest decodes a pipeline request body exactly as
+// json.Unmarshal does. The shape libSQL's clients send for statements (execute
+// and close requests; text, integer and null arguments; strings without
+// escapes) is read by a small scanner, several times cheaper than reflection
+// on a read that returns little; anything else (a batch, an escape, an unknown
+// or repeated key, a malformed body) goes to encoding/json, which also words
+// every error. The scanner never accepts what encoding/json would decode
+// differently: a test compares the two on generated and mutated bodies.
+func DecodePipelineRequest(data []byte, into *PipelineRequest) error {
+	var fast PipelineRequest
+	if (&pipelineScanner{b: data}).request(&fast) {
+		*into = fast
+		return nil
+	}
+	return json.Unmarshal(data, into)
+}
+
+// pipelineScanner reads one body; every method returns false as soon as the
+// input leaves the shape it knows, and the caller falls back.
+type pipelineScanner struct {
+	b []byte
+	i int
+}
+
+func (s *pipelineScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips white space and returns the next byte (0 at the end).
+func (s *pipelineScanner) peek() byte {
+	s.space()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *pipelineScanner) consume(c byte) bool {
+	if s.peek() != c {
+		return false
+	}
+	s.i++
+	return true
+}
+
+// literal consumes null, true or false.
+func (s *pipelineScanner) literal(word string) bool {
+	s.space()
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// str reads a string without escapes, of valid UTF-8 and no control bytes
+// (encoding/json rewrites invalid UTF-8 and refuses control bytes).
+func (s *pipelineScanner) str() (string, bool) {
+	if !s.consume('"') {
+		return "", false
+	}
+	start := s.i
+	ascii := true
+	for ; s.i < len(s.b); s.i++ {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			v := s.b[start:s.i]
+			s.i++
+			if !ascii && !utf8.Valid(v) {
+				return "", false
+			}
+			return string(v), true
+		case c == '\\' || c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return "", false
+}
+
+// object reads {"key": value, ...}, calling field for each key, which must
+// read the value. A repeated key sends the body to encoding/json.
+func (s *pipelineScanner) object(field func(key string) bool) bool {
+	if !s.consume('{') {
+		return false
+	}
+	if s.consume('}') {
+		return true
+	}
+	var seen []string
+	for {
+		key, ok := s.str()
+		if !ok || !s.consume(':') {
+			return false
+		}
+		for _, k := range seen {
+			if k == key {
+				return false
+			}
+		}
+		seen = append(seen, key)
+		if !field(key) {
+			return false
+		}
+		if s.consume(',') {
+			continue
+		}
+		return s.consume('}')
+	}
+}
+
+// array reads [elem, ...] or null; a non-null array is never nil.
+func (s *pipelineScanner) array(elem func() bool) (isNull, ok bool) {
+	if s.peek() == 'n' {
+		return true, s.literal("null")
+	}
+	if !s.consume('[') {
+		return false, false
+	}
+	if s.consume(']') {
+		return false, true
+	}
+	for {
+		if !elem() {
+			return false, false
+		}
+		if s.consume(',') {
+			continue
+		}
+		return false, s.consume(']')
+	}
+}
+
+// optString reads a string or null into a *string.
+func (s *pipelineScanner) optString(into **string) bool {
+	if s.peek() == 'n' {
+		*into = nil
+		return s.literal("null")
+	}
+	v, ok := s.str()
+	*into = &v
+	return ok
+}
+
+func (s *pipelineScanner) request(p *PipelineRequest) bool {
+	ok := s.object(func(key string) bool {
+		switch key {
+		case "baton":
+			return s.optString(&p.Baton)
+		case "requests":
+			reqs := []StreamRequest{}
+			isNull, ok := s.array(func() bool {
+				reqs = append(reqs, StreamRequest{})
+				return s.streamRequest(&reqs[len(reqs)-1])
+			})
+			if !isNull {
+				p.Requests = reqs
+			}
+			return ok
+		}
+		return false
+	})
+	return ok && s.peek() == 0 && s.i == len(s.b)
+}
+
+func (s *pipelineScanner) streamRequest(r *StreamRequest) bool {
+	return s.object(func(key string) bool {
+		switch key {
+		case "type":
+			v, ok := s.str()
+			r.Type = v
+			return ok
+		case "stmt":
+			if s.peek() == 'n' {
+				r.Stmt = nil
+				return s.literal("null")
+			}
+			r.Stmt = &Stmt{}
+			return s.stmt(r.Stmt)
+		case "sql":
+			return s.optString(&r.SQL)
+		}
+		return false
+	})
+}
+
+func (s *pipelineScanner) stmt(st *Stmt) bool {
+	return s.object(func(key string) bool {
+		switch key {
+		case "sql":
+			return s.optString(&st.SQL)
+		case "args":
+			args := []Value{}
+			isNull, ok := s.array(func() bool {
+				args = append(args, Value{})
+				return s.value(&args[len(args)-1])
+			})
+			if !isNull {
+				st.Args = args
+			}
+			return ok
+		case "named_args":
+			named := []NamedArg{}
+			isNull, ok := s.array(func() bool {
+				named = append(named, NamedArg{})
+				return s.namedArg(&named[len(named)-1])
+			})
+			if !isNull {
+				st.NamedArgs = named
+			}
+			return ok
+		case "want_rows":
+			switch s.peek() {
+			case 'n':
+				st.WantRows = nil
+				return s.literal("null")
+			case 't':
+				v := true
+				st.WantRows = &v
+				return s.literal("true")
+			case 'f':
+				v := false
+				st.WantRows = &v
+				return s.literal("false")
+			}
+		}
+		return false
+	})
+}
+
+func (s *pipelineScanner) namedArg(a *NamedArg) bool {
+	return s.object(func(key string) bool {
+		switch key {
+		case "name":
+			v, ok := s.str()
+			a.Name = v
+			return ok
+		case "value":
+			return s.value(&a.Value)
+		}
+		return false
+	})
+}
+
+// value reads a null, text or integer argument whose "type" comes before
+// its "value" (as every client writes it); floats and blobs go to
+// encoding/json.
+func (s *pipelineScanner) value(v *Value) bool {
+	typ := ""
+	hasValue := false
+	ok := s.object(func(key string) bool {
+		switch key {
+		case "type":
+			t, ok := s.str()
+			typ = t
+			return ok
+		case "value":
+			hasValue = true
+			switch typ {
+			case "text":
+				t, ok := s.str()
+				*v = Value{Type: sqlconn.Text, Text: t}
+				return ok
+			case "integer":
+				n, ok := s.integer()
+				*v = Value{Type: sqlconn.Integer, Int: n}
+				return ok
+			}
+		}
+		return false
+	})
+	switch {
+	case !ok:
+		return false
+	case typ == "null" && !hasValue:
+		*v = Value{Type: sqlconn.Null}
+		return true
+	}
+	return hasValue
+}
+
+// integer reads a 64-bit integer written as a string of digits ("42", as
+// Hrana specifies) or as a bare JSON integer.
+func (s *pipelineScanner) integer() (int64, bool) {
+	quoted := s.peek() == '"'
+	if quoted {
+		s.i++
+	}
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	// JSON numbers have no leading zeros; strings of digits leave them to
+	// encoding/json's path too, to keep one reading of "007".
+	if s.i == digits || (s.b[digits] == '0' && s.i-digits > 1) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if quoted && !s.consume('"') {
+		return 0, false
+	}
+	return n, true
+}
