@@ -56,8 +56,8 @@ type DB struct {
 	shmFile *os.File
 
 	mu      sync.Mutex
-	lock    *sqlite.Conn    // takes the write lock for checkpoints
-	readers [2]*sqlite.Conn // readers[cur] holds the read transaction
+	lock    *conn    // takes the write lock for checkpoints
+	readers [2]*conn // readers[cur] holds the read transaction
 	cur     int
 	reading bool
 
@@ -180,13 +180,13 @@ func (db *DB) openConns(ctx context.Context) error {
 // closeConns closes the SQLite connections, then the database descriptor
 // (in that order: see DB.dbFile).
 func (db *DB) closeConns() {
-	for _, c := range append([]*sqlite.Conn{db.lock}, db.readers[:]...) {
+	for _, c := range append([]*conn{db.lock}, db.readers[:]...) {
 		if c != nil {
 			_ = endTx(c)
-			_ = sqliteconn.Close(c)
+			_ = sqliteconn.Close(c.Conn)
 		}
 	}
-	db.lock, db.readers = nil, [2]*sqlite.Conn{}
+	db.lock, db.readers = nil, [2]*conn{}
 	db.reading = false
 	db.posFile.close()
 	if db.dbFile != nil {
