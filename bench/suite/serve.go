@@ -201,7 +201,7 @@ func printServe(o ServeOptions, res *ServeResult, took time.Duration) {
 		say("| %-44s | %9.0f | %9s | %9s | %6d | %9s | %-26s | %-34s | %6s | %-30s |",
 			r.Name, r.Rate, fmtMS(r.P50MS), fmtMS(r.P99MS), r.Failures, puts, verified, r.Reference, ratioS, target)
 	}
-	say("(read rows: median of %d interleaved rounds; write rows: each on a fresh server, then every database restored from MinIO and counted)", o.ReadRounds)
+	say("(read rows: median of %d interleaved rounds; sync latency: medians of %d rounds alternating with the bare PUTs; write rows: each on a fresh server, then every database restored from MinIO and counted)", o.ReadRounds, latencyRounds)
 	for _, r := range res.Rows {
 		if r.Bound != "" {
 			say("bound of %q: %s", strings.TrimSpace(r.Name), r.Bound)
