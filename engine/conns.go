@@ -59,17 +59,19 @@ func (c *conn) watch(ctx context.Context) (unwatch func()) {
 	}
 }
 
-// exec runs one statement, discarding rows.
+// exec runs one statement, discarding rows. Statements on sluice's own
+// connections are a few fixed strings, so they are prepared once and kept
+// (a reread of the schema per sync otherwise).
 func exec(ctx context.Context, c *conn, query string) error {
 	defer c.watch(ctx)()
-	return sqlitex.ExecuteTransient(c.Conn, query, nil)
+	return sqlitex.Execute(c.Conn, query, nil)
 }
 
 // queryInt runs a statement and returns the first column of its first row.
 func queryInt(ctx context.Context, c *conn, query string) (int64, error) {
 	defer c.watch(ctx)()
 	var v int64
-	err := sqlitex.ExecuteTransient(c.Conn, query, &sqlitex.ExecOptions{
+	err := sqlitex.Execute(c.Conn, query, &sqlitex.ExecOptions{
 		ResultFunc: func(s *sqlite.Stmt) error { v = s.ColumnInt64(0); return nil },
 	})
 	return v, err
