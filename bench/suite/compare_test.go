@@ -87,6 +87,9 @@ func TestServeBenchmark(t *testing.T) {
 		if r.Group != "read" && (!r.VerifyOK || r.Acked == 0 || r.PutsPer1k <= 0) {
 			t.Errorf("row %q: verified %q, %d acknowledged, %.1f PUT/1k\n%s", r.Name, r.Verified, r.Acked, r.PutsPer1k, out.String())
 		}
+		if r.Group == "writes" && r.SluiceCPUPerUploadMS <= 0 {
+			t.Errorf("row %q: no CPU per upload measured for sluice\n%s", r.Name, out.String())
+		}
 	}
 	if groups["read"] != 3 || groups["writes"] != 4 || groups["latency"] != 1 || groups["window"] != 1 {
 		t.Fatalf("rows per group %v, want read 3, writes 4, latency 1, window 1\n%s", groups, out.String())
@@ -94,7 +97,9 @@ func TestServeBenchmark(t *testing.T) {
 	if res.Insert == nil || res.Insert.Sluice.OK == 0 || res.Insert.Ceiling.OK == 0 || res.Insert.Litestream.OK == 0 {
 		t.Fatalf("insert comparison missing or empty\n%s", out.String())
 	}
-	for _, want := range []string{"trivial handler, same", "bare cond. PUT p50", "1 db, 4 conns:", "-commit-window 5ms", "sluice / ceiling         ="} {
+	for _, want := range []string{"trivial handler, same", "bare cond. PUT of", "1 db, 4 conns:", "-commit-window 5ms",
+		`bound of "insert, 1 db, 4 conns, -commit-window 5ms": a group holds at most one write per connection: at 4 connections the floor is 250.0 PUT/1k`,
+		`bound of "read-100, Hrana, 4 conns": Hrana's answer is`, "sluice / ceiling         ="} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}
