@@ -322,8 +322,11 @@ func (s *pipelineScanner) integer() (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if quoted && !s.consume('"') {
-		return 0, false
+	if quoted { // the closing quote right after the digits: " 42" and "42 " are not integers
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return 0, false
+		}
+		s.i++
 	}
 	return n, true
 }

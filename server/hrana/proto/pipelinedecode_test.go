@@ -31,6 +31,8 @@ var pipelineBodies = []string{
 	`{"requests":[{"type":"store_sql","sql_id":1,"sql":"SELECT 1"}]}`,
 	`{"requests":[{"type":"execute","stmt":{"sql":"SELECT ?","args":[{"type":"integer","value":"99999999999999999999"}]}}]}`,
 	`{"requests":[{"type":"execute","stmt":{"sql":"SELECT ?","args":[{"type":"integer","value":"12"},{"type":"null","value":null}]}}]}`,
+	`{"requests":[{"type":"execute","stmt":{"sql":"SELECT ?, ?","args":[{"type":"integer","value":"42 "},{"type":"integer","value":" 42"}]}}]}`,
+	`{"requests":[{"type":"execute","stmt":{"sql":"SELECT ?","args":[{"type":"integer","value": "-7" },{"type":"integer" , "value" : 8 }]}}]}`,
 	`null`,
 	``,
 }
