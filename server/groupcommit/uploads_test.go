@@ -62,7 +62,8 @@ func TestUploadSlotsAreFIFOAndBounded(t *testing.T) {
 type uploadCounter struct {
 	hold          time.Duration
 	inFlight, max atomic.Int32
-	puts          atomic.Int32
+	puts          atomic.Int32 // counted when an upload starts
+	landed        atomic.Int32 // counted when the store has accepted it
 }
 
 // countingStore counts its uploads with a counter it may share with others.
@@ -79,6 +80,11 @@ func (s *countingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader
 		}
 		s.puts.Add(1)
 		time.Sleep(s.hold)
+		info, err := s.Store.PutIfAbsent(ctx, key, r, size)
+		if err == nil {
+			s.landed.Add(1)
+		}
+		return info, err
 	}
 	return s.Store.PutIfAbsent(ctx, key, r, size)
 }
@@ -162,9 +168,11 @@ func TestExternalCommitsWaitForAnUploadSlot(t *testing.T) {
 	if n := counter.puts.Load() - before; n != 0 {
 		t.Fatalf("%d uploads while the only slot was held", n)
 	}
+	landed := counter.landed.Load()
 	slots.release()
+	// Restore once the upload has landed, not merely started.
 	deadline := time.Now().Add(5 * time.Second)
-	for counter.puts.Load() == before && time.Now().Before(deadline) {
+	for counter.landed.Load() == landed && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != 1 {
