@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/sluicedb/sluice/internal/jsonscan"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -55,23 +56,23 @@ func bodyError(err error) error {
 // "params" optional and the keys in any order. ok is false for anything it
 // does not handle.
 func decodeSimple(b []byte) (st sqlconn.Stmt, ok bool) {
-	p := scanner{b: b}
-	if !p.skip('{') {
+	p := scanner{jsonscan.Scanner{B: b}}
+	if !p.Consume('{') {
 		return st, false
 	}
 	var haveSQL, haveParams bool
 	for first := true; ; first = false {
-		if p.skip('}') {
+		if p.Consume('}') {
 			if first {
 				return st, false
 			}
 			break
 		}
-		if !first && !p.skip(',') {
+		if !first && !p.Consume(',') {
 			return st, false
 		}
 		key, ok := p.str()
-		if !ok || !p.skip(':') {
+		if !ok || !p.Consume(':') {
 			return st, false
 		}
 		switch {
@@ -83,7 +84,7 @@ func decodeSimple(b []byte) (st sqlconn.Stmt, ok bool) {
 			st.SQL, haveSQL = string(s), true
 		case string(key) == "params" && !haveParams:
 			haveParams = true
-			if p.literal("null") {
+			if p.Literal("null") {
 				continue
 			}
 			args, ok := p.scalars()
@@ -95,107 +96,32 @@ func decodeSimple(b []byte) (st sqlconn.Stmt, ok bool) {
 			return st, false
 		}
 	}
-	p.ws()
-	if !haveSQL || p.i != len(p.b) {
+	if !haveSQL || !p.End() {
 		return st, false
 	}
 	st.WantRows = true
 	return st, true
 }
 
+// scanner adds the JSON API's values to jsonscan's primitives.
 type scanner struct {
-	b []byte
-	i int
+	jsonscan.Scanner
 }
 
-func (p *scanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// skip consumes c after optional whitespace.
-func (p *scanner) skip(c byte) bool {
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-func (p *scanner) literal(s string) bool {
-	p.ws()
-	if bytes.HasPrefix(p.b[p.i:], []byte(s)) {
-		p.i += len(s)
-		return true
-	}
-	return false
-}
-
-// str reads a string of printable ASCII; of the escapes only the
-// one-character ones (\" \\ \/ \b \f \n \r \t). The result may alias p.b.
+// str reads a string of ASCII (jsonscan.Scanner.String refuses the rest of
+// what the general decoder would rewrite). The result may alias the body.
 func (p *scanner) str() ([]byte, bool) {
-	if !p.skip('"') {
-		return nil, false
-	}
-	start := p.i
-	var out []byte // the unescaped string, once an escape was seen
-	for ; p.i < len(p.b); p.i++ {
-		switch c := p.b[p.i]; {
-		case c == '"':
-			s := p.b[start:p.i]
-			p.i++
-			if out != nil {
-				return append(out, s...), true
-			}
-			return s, true
-		case c == '\\':
-			if p.i+1 >= len(p.b) {
-				return nil, false
-			}
-			var e byte
-			switch p.b[p.i+1] {
-			case '"', '\\', '/':
-				e = p.b[p.i+1]
-			case 'b':
-				e = '\b'
-			case 'f':
-				e = '\f'
-			case 'n':
-				e = '\n'
-			case 'r':
-				e = '\r'
-			case 't':
-				e = '\t'
-			default: // \uXXXX and invalid escapes
-				return nil, false
-			}
-			if out == nil {
-				out = make([]byte, 0, len(p.b)-start)
-			}
-			out = append(append(out, p.b[start:p.i]...), e)
-			p.i++
-			start = p.i + 1
-		case c < 0x20 || c >= 0x80:
-			return nil, false
-		}
-	}
-	return nil, false
+	v, ascii, ok := p.String()
+	return v, ok && ascii
 }
 
 // scalars reads an array of strings, integers, booleans and nulls.
 func (p *scanner) scalars() ([]sqlconn.Value, bool) {
-	if !p.skip('[') {
+	if !p.Consume('[') {
 		return nil, false
 	}
 	vals := []sqlconn.Value{}
-	if p.skip(']') {
+	if p.Consume(']') {
 		return vals, true
 	}
 	for {
@@ -204,29 +130,29 @@ func (p *scanner) scalars() ([]sqlconn.Value, bool) {
 			return nil, false
 		}
 		vals = append(vals, v)
-		if p.skip(']') {
+		if p.Consume(']') {
 			return vals, true
 		}
-		if !p.skip(',') {
+		if !p.Consume(',') {
 			return nil, false
 		}
 	}
 }
 
 func (p *scanner) scalar() (sqlconn.Value, bool) {
-	p.ws()
-	if p.i >= len(p.b) {
+	p.Space()
+	if p.I >= len(p.B) {
 		return sqlconn.Value{}, false
 	}
-	switch c := p.b[p.i]; {
+	switch c := p.B[p.I]; {
 	case c == '"':
 		s, ok := p.str()
 		return sqlconn.Value{Type: sqlconn.Text, Text: string(s)}, ok
-	case c == 't' && p.literal("true"):
+	case c == 't' && p.Literal("true"):
 		return sqlconn.Value{Type: sqlconn.Integer, Int: 1}, true
-	case c == 'f' && p.literal("false"):
+	case c == 'f' && p.Literal("false"):
 		return sqlconn.Value{Type: sqlconn.Integer}, true
-	case c == 'n' && p.literal("null"):
+	case c == 'n' && p.Literal("null"):
 		return sqlconn.Value{Type: sqlconn.Null}, true
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.integer()
@@ -237,24 +163,24 @@ func (p *scanner) scalar() (sqlconn.Value, bool) {
 // integer reads -?(0|[1-9][0-9]*) that fits in int64; fractions, exponents
 // and larger numbers go to the general decoder.
 func (p *scanner) integer() (sqlconn.Value, bool) {
-	start := p.i
-	if p.b[p.i] == '-' {
-		p.i++
+	start := p.I
+	if p.B[p.I] == '-' {
+		p.I++
 	}
-	digits := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
+	digits := p.I
+	for p.I < len(p.B) && p.B[p.I] >= '0' && p.B[p.I] <= '9' {
+		p.I++
 	}
-	n := p.i - digits
-	if n == 0 || n > 18 || (n > 1 && p.b[digits] == '0') {
+	n := p.I - digits
+	if n == 0 || n > 18 || (n > 1 && p.B[digits] == '0') {
 		return sqlconn.Value{}, false
 	}
-	if p.i < len(p.b) {
-		switch p.b[p.i] {
+	if p.I < len(p.B) {
+		switch p.B[p.I] {
 		case '.', 'e', 'E':
 			return sqlconn.Value{}, false
 		}
 	}
-	i, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	i, err := strconv.ParseInt(string(p.B[start:p.I]), 10, 64)
 	return sqlconn.Value{Type: sqlconn.Integer, Int: i}, err == nil
 }

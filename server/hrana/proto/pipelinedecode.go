@@ -3,22 +3,22 @@ package proto
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/sluicedb/sluice/internal/jsonscan"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
 // DecodePipelineRequest decodes a pipeline request body exactly as
 // json.Unmarshal does. The shape libSQL's clients send for statements (execute
-// and close requests; text, integer and null arguments; strings without
+// and close requests; text, integer and null arguments; strings without \u
 // escapes) is read by a small scanner, several times cheaper than reflection
-// on a read that returns little; anything else (a batch, an escape, an unknown
-// or repeated key, a malformed body) goes to encoding/json, which also words
-// every error. The scanner never accepts what encoding/json would decode
+// on a read that returns little; anything else (a batch, a \u escape, an
+// unknown or repeated key, a malformed body) goes to encoding/json, which also
+// words every error. The scanner never accepts what encoding/json would decode
 // differently: a test compares the two on generated and mutated bodies.
 func DecodePipelineRequest(data []byte, into *PipelineRequest) error {
 	var fast PipelineRequest
-	if (&pipelineScanner{b: data}).request(&fast) {
+	if (&pipelineScanner{jsonscan.Scanner{B: data}}).request(&fast) {
 		*into = fast
 		return nil
 	}
@@ -28,88 +28,28 @@ func DecodePipelineRequest(data []byte, into *PipelineRequest) error {
 // pipelineScanner reads one body; every method returns false as soon as the
 // input leaves the shape it knows, and the caller falls back.
 type pipelineScanner struct {
-	b []byte
-	i int
+	jsonscan.Scanner
 }
 
-func (s *pipelineScanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// peek skips white space and returns the next byte (0 at the end).
-func (s *pipelineScanner) peek() byte {
-	s.space()
-	if s.i < len(s.b) {
-		return s.b[s.i]
-	}
-	return 0
-}
-
-func (s *pipelineScanner) consume(c byte) bool {
-	if s.peek() != c {
-		return false
-	}
-	s.i++
-	return true
-}
-
-// literal consumes null, true or false.
-func (s *pipelineScanner) literal(word string) bool {
-	s.space()
-	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
-		return false
-	}
-	s.i += len(word)
-	return true
-}
-
-// str reads a string without escapes, of valid UTF-8 and no control bytes
-// (encoding/json rewrites invalid UTF-8 and refuses control bytes).
+// str reads a string (see jsonscan.Scanner.String for what it refuses).
 func (s *pipelineScanner) str() (string, bool) {
-	if !s.consume('"') {
-		return "", false
-	}
-	start := s.i
-	ascii := true
-	for ; s.i < len(s.b); s.i++ {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			v := s.b[start:s.i]
-			s.i++
-			if !ascii && !utf8.Valid(v) {
-				return "", false
-			}
-			return string(v), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
+	v, _, ok := s.String()
+	return string(v), ok
 }
 
 // object reads {"key": value, ...}, calling field for each key, which must
 // read the value. A repeated key sends the body to encoding/json.
 func (s *pipelineScanner) object(field func(key string) bool) bool {
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false
 	}
-	if s.consume('}') {
+	if s.Consume('}') {
 		return true
 	}
 	var seen []string
 	for {
 		key, ok := s.str()
-		if !ok || !s.consume(':') {
+		if !ok || !s.Consume(':') {
 			return false
 		}
 		for _, k := range seen {
@@ -121,40 +61,40 @@ func (s *pipelineScanner) object(field func(key string) bool) bool {
 		if !field(key) {
 			return false
 		}
-		if s.consume(',') {
+		if s.Consume(',') {
 			continue
 		}
-		return s.consume('}')
+		return s.Consume('}')
 	}
 }
 
 // array reads [elem, ...] or null; a non-null array is never nil.
 func (s *pipelineScanner) array(elem func() bool) (isNull, ok bool) {
-	if s.peek() == 'n' {
-		return true, s.literal("null")
+	if s.Peek() == 'n' {
+		return true, s.Literal("null")
 	}
-	if !s.consume('[') {
+	if !s.Consume('[') {
 		return false, false
 	}
-	if s.consume(']') {
+	if s.Consume(']') {
 		return false, true
 	}
 	for {
 		if !elem() {
 			return false, false
 		}
-		if s.consume(',') {
+		if s.Consume(',') {
 			continue
 		}
-		return false, s.consume(']')
+		return false, s.Consume(']')
 	}
 }
 
 // optString reads a string or null into a *string.
 func (s *pipelineScanner) optString(into **string) bool {
-	if s.peek() == 'n' {
+	if s.Peek() == 'n' {
 		*into = nil
-		return s.literal("null")
+		return s.Literal("null")
 	}
 	v, ok := s.str()
 	*into = &v
@@ -179,7 +119,7 @@ func (s *pipelineScanner) request(p *PipelineRequest) bool {
 		}
 		return false
 	})
-	return ok && s.peek() == 0 && s.i == len(s.b)
+	return ok && s.End()
 }
 
 func (s *pipelineScanner) streamRequest(r *StreamRequest) bool {
@@ -190,9 +130,9 @@ func (s *pipelineScanner) streamRequest(r *StreamRequest) bool {
 			r.Type = v
 			return ok
 		case "stmt":
-			if s.peek() == 'n' {
+			if s.Peek() == 'n' {
 				r.Stmt = nil
-				return s.literal("null")
+				return s.Literal("null")
 			}
 			r.Stmt = &Stmt{}
 			return s.stmt(r.Stmt)
@@ -229,18 +169,18 @@ func (s *pipelineScanner) stmt(st *Stmt) bool {
 			}
 			return ok
 		case "want_rows":
-			switch s.peek() {
+			switch s.Peek() {
 			case 'n':
 				st.WantRows = nil
-				return s.literal("null")
+				return s.Literal("null")
 			case 't':
 				v := true
 				st.WantRows = &v
-				return s.literal("true")
+				return s.Literal("true")
 			case 'f':
 				v := false
 				st.WantRows = &v
-				return s.literal("false")
+				return s.Literal("false")
 			}
 		}
 		return false
@@ -301,32 +241,32 @@ func (s *pipelineScanner) value(v *Value) bool {
 // integer reads a 64-bit integer written as a string of digits ("42", as
 // Hrana specifies) or as a bare JSON integer.
 func (s *pipelineScanner) integer() (int64, bool) {
-	quoted := s.peek() == '"'
+	quoted := s.Peek() == '"'
 	if quoted {
-		s.i++
+		s.I++
 	}
-	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
+	start := s.I
+	if s.I < len(s.B) && s.B[s.I] == '-' {
+		s.I++
 	}
-	digits := s.i
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
+	digits := s.I
+	for s.I < len(s.B) && s.B[s.I] >= '0' && s.B[s.I] <= '9' {
+		s.I++
 	}
 	// JSON numbers have no leading zeros; strings of digits leave them to
 	// encoding/json's path too, to keep one reading of "007".
-	if s.i == digits || (s.b[digits] == '0' && s.i-digits > 1) {
+	if s.I == digits || (s.B[digits] == '0' && s.I-digits > 1) {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	n, err := strconv.ParseInt(string(s.B[start:s.I]), 10, 64)
 	if err != nil {
 		return 0, false
 	}
 	if quoted { // the closing quote right after the digits: " 42" and "42 " are not integers
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
+		if s.I >= len(s.B) || s.B[s.I] != '"' {
 			return 0, false
 		}
-		s.i++
+		s.I++
 	}
 	return n, true
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/sluicedb/sluice/internal/jsonscan"
 )
 
 // Bodies as libSQL's clients and ORMs send them, and variations the scanner
@@ -41,7 +43,7 @@ var pipelineBodies = []string{
 // must accept it too and produce the same request.
 func agrees(t testing.TB, body []byte) (scanned bool) {
 	var fast PipelineRequest
-	if !(&pipelineScanner{b: body}).request(&fast) {
+	if !(&pipelineScanner{jsonscan.Scanner{B: body}}).request(&fast) {
 		return false
 	}
 	var slow PipelineRequest
