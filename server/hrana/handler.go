@@ -281,16 +281,15 @@ func (h *Handler) decodeBody(w http.ResponseWriter, r *http.Request, into any) *
 	if e != nil {
 		return e
 	}
-	var err error
-	if p, ok := into.(*proto.PipelineRequest); ok {
-		err = proto.DecodePipelineRequest(data, p)
-	} else {
-		err = json.Unmarshal(data, into)
+	return notHranaJSON(json.Unmarshal(data, into))
+}
+
+// notHranaJSON is the answer to a body a decoder refused (nil for nil).
+func notHranaJSON(err error) *proto.Error {
+	if err == nil {
+		return nil
 	}
-	if err != nil {
-		return &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
-	}
-	return nil
+	return &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not valid Hrana JSON: " + err.Error()}
 }
 
 // httpError is the body of a 4xx/5xx answer: Hrana's Error plus "error" as a

@@ -10,8 +10,12 @@ import (
 )
 
 func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
+	data, e := h.readBody(w, r)
 	var body proto.PipelineRequest
-	if e := h.decodeBody(w, r, &body); e != nil {
+	if e == nil {
+		e = notHranaJSON(proto.DecodePipelineRequest(data, &body))
+	}
+	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
 		return nil
 	}

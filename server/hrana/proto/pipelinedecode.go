@@ -68,26 +68,33 @@ func (s *pipelineScanner) object(field func(key string) bool) bool {
 	}
 }
 
-// array reads [elem, ...] or null; a non-null array is never nil.
-func (s *pipelineScanner) array(elem func() bool) (isNull, ok bool) {
+// scanArray reads [elem, ...] into *into, or null (leaving it nil); a
+// non-null array is never nil, as encoding/json decodes it.
+func scanArray[T any](s *pipelineScanner, into *[]T, elem func(*T) bool) bool {
 	if s.Peek() == 'n' {
-		return true, s.Literal("null")
+		return s.Literal("null")
 	}
 	if !s.Consume('[') {
-		return false, false
+		return false
 	}
-	if s.Consume(']') {
-		return false, true
-	}
-	for {
-		if !elem() {
-			return false, false
+	out := []T{}
+	if !s.Consume(']') {
+		for {
+			out = append(out, *new(T))
+			if !elem(&out[len(out)-1]) {
+				return false
+			}
+			if s.Consume(',') {
+				continue
+			}
+			if !s.Consume(']') {
+				return false
+			}
+			break
 		}
-		if s.Consume(',') {
-			continue
-		}
-		return false, s.Consume(']')
 	}
+	*into = out
+	return true
 }
 
 // optString reads a string or null into a *string.
@@ -107,15 +114,7 @@ func (s *pipelineScanner) request(p *PipelineRequest) bool {
 		case "baton":
 			return s.optString(&p.Baton)
 		case "requests":
-			reqs := []StreamRequest{}
-			isNull, ok := s.array(func() bool {
-				reqs = append(reqs, StreamRequest{})
-				return s.streamRequest(&reqs[len(reqs)-1])
-			})
-			if !isNull {
-				p.Requests = reqs
-			}
-			return ok
+			return scanArray(s, &p.Requests, s.streamRequest)
 		}
 		return false
 	})
@@ -149,25 +148,9 @@ func (s *pipelineScanner) stmt(st *Stmt) bool {
 		case "sql":
 			return s.optString(&st.SQL)
 		case "args":
-			args := []Value{}
-			isNull, ok := s.array(func() bool {
-				args = append(args, Value{})
-				return s.value(&args[len(args)-1])
-			})
-			if !isNull {
-				st.Args = args
-			}
-			return ok
+			return scanArray(s, &st.Args, s.value)
 		case "named_args":
-			named := []NamedArg{}
-			isNull, ok := s.array(func() bool {
-				named = append(named, NamedArg{})
-				return s.namedArg(&named[len(named)-1])
-			})
-			if !isNull {
-				st.NamedArgs = named
-			}
-			return ok
+			return scanArray(s, &st.NamedArgs, s.namedArg)
 		case "want_rows":
 			switch s.Peek() {
 			case 'n':
