@@ -90,6 +90,9 @@ func TestServeBenchmark(t *testing.T) {
 		if r.Group == "writes" && r.SluiceCPUPerUploadMS <= 0 {
 			t.Errorf("row %q: no CPU per upload measured for sluice\n%s", r.Name, out.String())
 		}
+		if r.Group == "writes" && r.Databases == 3 && r.Conns == 4 && (r.StorePutsPerSec <= 0 || r.Target == "") {
+			t.Errorf("row %q: the many-databases target row has no target or store ceiling (%.0f PUT/s)\n%s", r.Name, r.StorePutsPerSec, out.String())
+		}
 	}
 	if groups["read"] != 3 || groups["writes"] != 4 || groups["latency"] != 1 || groups["window"] != 1 {
 		t.Fatalf("rows per group %v, want read 3, writes 4, latency 1, window 1\n%s", groups, out.String())
@@ -99,7 +102,8 @@ func TestServeBenchmark(t *testing.T) {
 	}
 	for _, want := range []string{"trivial handler, same", "bare cond. PUT of", "1 db, 4 conns:", "-commit-window 5ms",
 		`bound of "insert, 1 db, 4 conns, -commit-window 5ms": a group holds at most one write per connection: at 4 connections the floor is 250.0 PUT/1k`,
-		`bound of "read-100, Hrana, 4 conns": Hrana's answer is`, "sluice / ceiling         ="} {
+		`bound of "read-100, Hrana, 4 conns": Hrana's answer is`, `bound of "insert, 3 dbs, 4 conns": 4 connections over 3 databases put at most 2 writes in one upload`,
+		"bare conditional PUTs of", "in flight (sluice's upload bound):", "sluice / ceiling         ="} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out.String())
 		}

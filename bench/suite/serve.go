@@ -74,6 +74,9 @@ type ServeRow struct {
 	// Write rows: CPU per upload over the run, sluice serve's and MinIO's.
 	SluiceCPUPerUploadMS float64 `json:"sluice_cpu_ms_per_upload,omitempty"`
 	StoreCPUPerPutMS     float64 `json:"minio_cpu_ms_per_put,omitempty"`
+	// The many-databases row: the most conditional PUTs per second MinIO
+	// took on its own, measured right after the row.
+	StorePutsPerSec float64 `json:"minio_bare_puts_per_s,omitempty"`
 	// Bound says, with figures from the same run, what limits a row's target.
 	Bound string `json:"bound,omitempty"`
 }

@@ -1,14 +1,10 @@
 package suite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sluicedb/sluice/bench/load"
 	"github.com/sluicedb/sluice/bench/report"
@@ -113,35 +109,4 @@ func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return s[len(s)/2]
-}
-
-// barePuts is the floor of a sync write: conditional PUTs (If-None-Match: *)
-// of size bytes to the same MinIO, one at a time, for d. It returns the p50
-// and p99 in milliseconds.
-func barePuts(ctx context.Context, env *targets.Env, size int, d time.Duration) (p50, p99 float64, err error) {
-	client := env.MinIO.Client()
-	body := bytes.Repeat([]byte{'x'}, size)
-	put := func(i int) error {
-		_, err := client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: aws.String(env.Bucket), Key: aws.String(fmt.Sprintf("bare-put/%d-%d", time.Now().UnixNano(), i)),
-			Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(size)), IfNoneMatch: aws.String("*"),
-		})
-		return err
-	}
-	for i := 0; i < 20; i++ { // warm the connection
-		if err := put(i); err != nil {
-			return 0, 0, fmt.Errorf("bare PUT: %w", err)
-		}
-	}
-	var lat []float64
-	end := time.Now().Add(d)
-	for i := 0; time.Now().Before(end); i++ {
-		start := time.Now()
-		if err := put(i); err != nil {
-			return 0, 0, fmt.Errorf("bare PUT: %w", err)
-		}
-		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
-	}
-	sort.Float64s(lat)
-	return lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], nil
 }
