@@ -3,6 +3,10 @@ package server
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/sluicedb/sluice/internal/confyaml"
 	"github.com/sluicedb/sluice/internal/units"
@@ -11,7 +15,7 @@ import (
 // Config is sluice serve's configuration: flags override the YAML file.
 type Config struct {
 	DataDir                    string        `yaml:"data"`
-	Replica                    string        `yaml:"replica"`
+	Replica                    string        `yaml:"replica"`    // empty: DefaultReplica(DataDir)
 	Listen                     string        `yaml:"addr"`       // also read as listen:
 	TLSCert                    string        `yaml:"tls-cert"`   // PEM certificate (chain): serve HTTPS and WSS
 	TLSKey                     string        `yaml:"tls-key"`    // its PEM private key
@@ -108,6 +112,28 @@ type Compaction struct {
 	Disabled bool `yaml:"disabled"`
 }
 
+// DefaultReplica is the replica of a server given none: a replica directory
+// inside its data directory, so that moving the data moves the replica with
+// it (and serve warns that it does not survive losing the disk).
+func DefaultReplica(dataDir string) string {
+	p := filepath.ToSlash(filepath.Join(dataDir, "replica"))
+	if !filepath.IsAbs(dataDir) && !strings.HasPrefix(p, "../") {
+		p = "./" + p
+	}
+	return "file://" + p
+}
+
+// hasTopLevelKey reports whether the YAML document names key at its top
+// level, even with no value.
+func hasTopLevelKey(raw []byte, key string) bool {
+	var doc map[string]any
+	if yaml.Unmarshal(raw, &doc) != nil {
+		return false
+	}
+	_, ok := doc[key]
+	return ok
+}
+
 // Duration reads "5s", "1m30s", "7d" from YAML.
 type Duration = units.Duration
 
@@ -115,7 +141,7 @@ type Duration = units.Duration
 func Defaults() Config {
 	return Config{
 		DataDir:    "./sluice-data",
-		Replica:    "file://./sluice-data/replica",
+		Replica:    "", // DefaultReplica(DataDir) once flags have set the data directory
 		Listen:     "127.0.0.1:8080",
 		Durability: "sync",
 	}
@@ -136,8 +162,14 @@ func LoadConfigWith(path string, opts confyaml.Options) (Config, error) {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
 	opts.Aliases = map[string]string{"listen": "addr"}
+	// A replica or token from a variable that is not set must stop the
+	// server, not leave it writing to the local default or without the token.
+	opts.UnsetIsError = true
 	if err := confyaml.Decode(raw, &cfg, opts); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	if cfg.Replica == "" && hasTopLevelKey(raw, "replica") {
+		return cfg, fmt.Errorf("config %s: replica is empty: give s3://BUCKET/PATH, gs://BUCKET/PATH, abs://CONTAINER/PATH or file:///DIR, or leave the key out for the default, <data>/replica", path)
 	}
 	return cfg, nil
 }

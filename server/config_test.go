@@ -94,3 +94,45 @@ compaction: {snapshot-interval: 2h, workers: 2}
 		t.Fatalf("typo: %v", err)
 	}
 }
+
+// A serve config whose replica comes from a variable that is not set, or
+// names an empty replica, stops the server instead of letting it write to
+// the local default while the operator believes the data is in the bucket.
+func TestLoadConfigRefusesUnsetVariablesAndAnEmptyReplica(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"data: ./d\nreplica: ${SLUICE_TEST_UNSET_REPLICA}\n":            "$SLUICE_TEST_UNSET_REPLICA is not set",
+		"replica: s3://b/app\ntokens:\n  - token: $SLUICE_TEST_UNSET\n": "$SLUICE_TEST_UNSET is not set",
+		"data: ./d\nreplica: \"\"\n":                                    "replica is empty",
+		"data: ./d\nreplica:\n":                                         "replica is empty",
+	} {
+		path := filepath.Join(dir, "serve.yml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config %q: err = %v, want %q", body, err, want)
+		}
+	}
+	// Left out, the replica is derived from the data directory by the caller.
+	path := filepath.Join(dir, "serve.yml")
+	if err := os.WriteFile(path, []byte("# about $5 a month\ndata: ./d\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := LoadConfig(path); err != nil || cfg.Replica != "" {
+		t.Fatalf("cfg.Replica = %q, err %v", cfg.Replica, err)
+	}
+}
+
+func TestDefaultReplicaFollowsTheDataDirectory(t *testing.T) {
+	for data, want := range map[string]string{
+		"./sluice-data":   "file://./sluice-data/replica",
+		"sluice-data":     "file://./sluice-data/replica",
+		"/var/lib/sluice": "file:///var/lib/sluice/replica",
+		"../up":           "file://../up/replica",
+	} {
+		if got := DefaultReplica(data); got != want {
+			t.Errorf("DefaultReplica(%q) = %q, want %q", data, got, want)
+		}
+	}
+}

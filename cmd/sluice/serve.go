@@ -56,7 +56,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	configPath := fs.String("config", "", "YAML config file (tokens, limits, group and Hrana tuning; $VARS are expanded)")
 	noExpandEnv := fs.Bool("no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
 	data := fs.String("data", def.DataDir, "directory holding the databases")
-	replicaURL := fs.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR)")
+	replicaURL := fs.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR) (default file://<data>/replica, which does not survive losing the disk)")
 	listen := fs.String("addr", def.Listen, "HTTP listen address (default: :$PORT when $PORT is set)")
 	fs.StringVar(listen, "listen", def.Listen, "same as -addr")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes")
@@ -137,6 +137,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Limits.MaxConcurrentUploads = *maxUploads
 			}
 		})
+		if cfg.Replica == "" && !flagSet(fs, "replica") {
+			cfg.Replica = server.DefaultReplica(cfg.DataDir)
+		}
 		if cfg.ReplicaErrorBudget <= 0 {
 			cfg.ReplicaErrorBudget = server.Duration(*budget)
 		}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +24,10 @@ import (
 type Options struct {
 	// NoExpandEnv leaves $VAR untouched (a password containing "$").
 	NoExpandEnv bool
+	// UnsetIsError refuses a $VAR that is not set instead of expanding it to
+	// nothing: a config whose replica or token comes from a missing variable
+	// would otherwise run with an empty value or fall back to a default.
+	UnsetIsError bool
 	// Aliases renames top-level keys (old spelling → current) before decoding.
 	Aliases map[string]string
 }
@@ -29,18 +35,69 @@ type Options struct {
 // ExpandEnv replaces $VAR and ${VAR} with the environment's values (unset:
 // empty) and $PID with the process id, as Litestream does.
 func ExpandEnv(s string) string {
-	return os.Expand(s, func(key string) string {
+	out, _ := expand(s)
+	return out
+}
+
+// expand is ExpandEnv that also returns the variables it found unset.
+func expand(s string) (string, []string) {
+	var unset []string
+	out := os.Expand(s, func(key string) string {
 		if key == "PID" {
 			return strconv.Itoa(os.Getpid())
 		}
-		return os.Getenv(key)
+		v, ok := os.LookupEnv(key)
+		if !ok && envName.MatchString(key) && !slices.Contains(unset, key) {
+			unset = append(unset, key)
+		}
+		return v
 	})
+	return out, unset
+}
+
+// envName is what a variable's name looks like ($1 or $# in a value is text).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// unsetIn lists the unset variables the document's keys and values name; a
+// "$" in a comment is not a reference. A document that does not parse
+// before expansion is left to the decoder.
+func unsetIn(raw []byte) []string {
+	var doc yaml.Node
+	if yaml.Unmarshal(raw, &doc) != nil {
+		return nil
+	}
+	var unset []string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode {
+			_, u := expand(n.Value)
+			for _, v := range u {
+				if !slices.Contains(unset, v) {
+					unset = append(unset, v)
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	return unset
 }
 
 // Decode parses raw into out (a pointer to a struct with kebab-case yaml
 // tags). An empty document leaves out unchanged.
 func Decode(raw []byte, out any, opts Options) error {
 	if !opts.NoExpandEnv {
+		if opts.UnsetIsError {
+			if unset := unsetIn(raw); len(unset) > 0 {
+				verb := "is"
+				if len(unset) > 1 {
+					verb = "are"
+				}
+				return fmt.Errorf("$%s %s not set (set it, or give -no-expand-env to read $ literally)", strings.Join(unset, ", $"), verb)
+			}
+		}
 		raw = []byte(ExpandEnv(string(raw)))
 	}
 	var doc yaml.Node

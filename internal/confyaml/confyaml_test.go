@@ -64,3 +64,25 @@ func TestDecodeRefusesUnknownKeyWithSuggestion(t *testing.T) {
 		t.Fatalf("a bare number was accepted as a duration: %v", err)
 	}
 }
+
+// A serve config whose replica or token comes from a variable that is not
+// set must not run with an empty value; a "$" in a comment is no reference.
+func TestDecodeUnsetIsErrorNamesTheVariables(t *testing.T) {
+	t.Setenv("SLUICE_TEST_SET", "s3://b/app")
+	raw := []byte("# costs $5 a month, see $NOT_A_REFERENCE\naddr: ${SLUICE_TEST_SET}\nregion: $SLUICE_TEST_UNSET_A-$SLUICE_TEST_UNSET_B\n")
+	var s sample
+	err := Decode(raw, &s, Options{UnsetIsError: true})
+	if err == nil || err.Error() != "$SLUICE_TEST_UNSET_A, $SLUICE_TEST_UNSET_B are not set (set it, or give -no-expand-env to read $ literally)" {
+		t.Fatalf("err = %v", err)
+	}
+	t.Setenv("SLUICE_TEST_UNSET_A", "eu")
+	t.Setenv("SLUICE_TEST_UNSET_B", "1")
+	if err := Decode(raw, &s, Options{UnsetIsError: true}); err != nil || s.Addr != "s3://b/app" || s.Region != "eu-1" {
+		t.Fatalf("decoded %+v, err %v", s, err)
+	}
+	// Without the option, as Litestream does: unset expands to nothing.
+	s = sample{}
+	if err := Decode([]byte("addr: x${SLUICE_TEST_UNSET_C}y\n"), &s, Options{}); err != nil || s.Addr != "xy" {
+		t.Fatalf("decoded %+v, err %v", s, err)
+	}
+}

@@ -3,6 +3,8 @@ package replicaurl
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -26,12 +28,12 @@ func Check(rawURL string) error {
 	m := schemePrefix.FindStringSubmatch(raw)
 	if !strings.Contains(raw, "://") {
 		if m == nil || len(m[1]) == 1 { // a plain path (or a drive letter)
-			return nil
+			return checkPlainPath(rawURL, raw)
 		}
 		scheme, rest := strings.ToLower(m[1]), raw[len(m[0]):]
 		known := contains(knownSchemes, scheme)
 		if !known && !strings.HasPrefix(rest, "/") {
-			return nil // a directory whose name has a colon, e.g. backup:2026
+			return checkPlainPath(rawURL, raw) // a directory whose name has a colon, e.g. ./backup:2026
 		}
 		if !known {
 			if s := suggest.Closest(scheme, knownSchemes); s != "" {
@@ -78,6 +80,25 @@ func Check(rawURL string) error {
 		return fmt.Errorf("replica URL %q has no %s (did you mean %s?)", u.Redacted(), what, hint)
 	}
 	return nil
+}
+
+// checkPlainPath accepts a local directory written as a path only when it is
+// plainly one: absolute, or relative from "./" or "../". A bare "bucket/app"
+// is far more often a forgotten s3:// than a folder next to the working
+// directory, and taking it as a folder would replicate to the local disk
+// while the user believes the data is in the bucket. A bare path naming a
+// directory that exists is taken as that directory.
+func checkPlainPath(rawURL, raw string) error {
+	if filepath.IsAbs(raw) || raw == "." || raw == ".." || strings.HasPrefix(raw, "./") || strings.HasPrefix(raw, "../") ||
+		(len(raw) > 1 && raw[1] == ':') { // a Windows drive letter
+		return nil
+	}
+	if st, err := os.Stat(raw); err == nil && st.IsDir() {
+		return nil // a directory that is already there is what was meant
+	}
+	rest := strings.TrimLeft(raw, "/")
+	return fmt.Errorf("replica URL %q has no scheme (did you mean s3://%s or gs://%s?); a local directory is written /abs/path, ./rel/path or file:///abs/path",
+		rawURL, rest, rest)
 }
 
 // didYouMean rebuilds "scheme:rest" as scheme://rest, keeping file paths absolute.

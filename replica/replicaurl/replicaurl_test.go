@@ -20,16 +20,16 @@ func TestFileURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for in, want := range map[string]string{
-		"/var/lib/x":           "/var/lib/x",
-		"rel/dir":              filepath.Join(wd, "rel/dir"),
-		"./rel":                filepath.Join(wd, "rel"),
-		"file:///abs/path":     "/abs/path",
-		"file:///abs/path/":    "/abs/path",
-		"file://localhost/abs": "/abs",
-		"file://./x":           filepath.Join(wd, "x"),
-		"file://./x/y/z":       filepath.Join(wd, "x/y/z"),
-		"file://../up":         filepath.Join(wd, "../up"),
-		"odd:name/with:colons": filepath.Join(wd, "odd:name/with:colons"),
+		"/var/lib/x":            "/var/lib/x",
+		"./rel/dir":             filepath.Join(wd, "rel/dir"),
+		"./rel":                 filepath.Join(wd, "rel"),
+		"file:///abs/path":      "/abs/path",
+		"file:///abs/path/":     "/abs/path",
+		"file://localhost/abs":  "/abs",
+		"file://./x":            filepath.Join(wd, "x"),
+		"file://./x/y/z":        filepath.Join(wd, "x/y/z"),
+		"file://../up":          filepath.Join(wd, "../up"),
+		"./odd:name/with:colon": filepath.Join(wd, "odd:name/with:colon"),
 	} {
 		s, err := replicaurl.Open(context.Background(), in)
 		if err != nil {
@@ -125,6 +125,9 @@ func TestMalformedURLsAreRefusedWithASuggestion(t *testing.T) {
 		"  ":                  "empty replica URL",
 		"file://":             "names no directory",
 		"htps:/bucket":        "malformed",
+		"my-bucket/app":       "has no scheme (did you mean s3://my-bucket/app or gs://my-bucket/app?)",
+		"backups":             "has no scheme",
+		"backup:2026/x":       "has no scheme",
 	} {
 		err := replicaurl.Check(in)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -137,7 +140,11 @@ func TestMalformedURLsAreRefusedWithASuggestion(t *testing.T) {
 			t.Errorf("Open(%q) created a local folder", in)
 		}
 	}
-	for _, ok := range []string{"s3://bucket/app", "file:///tmp/x", "file://./rel", "/var/lib/x", "rel/dir", "backup:2026/x", "gs://b", "abs://c/p"} {
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll("existing/dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"existing/dir", "s3://bucket/app", "file:///tmp/x", "file://./rel", "/var/lib/x", "./rel/dir", "../rel", "./backup:2026/x", ".", "gs://b", "abs://c/p"} {
 		if err := replicaurl.Check(ok); err != nil {
 			t.Errorf("Check(%q): %v", ok, err)
 		}
