@@ -178,6 +178,12 @@ func TestCLIFlagsAfterArgumentsAndHumanUnits(t *testing.T) {
 		{"replicate", db, rep, "-sync-interval", "7x"},
 		{"serve", "-max-body-size", "8XB"},
 		{"restore", rep, "-o"},
+		// Values that would otherwise be replaced by a default, or ignored.
+		{"replicate", db, rep, "-sync-interval", "0"},
+		{"replicate", db, rep, "-retention", "-1s"},
+		{"run", "-db", db, "-replica", rep, "-replica-error-budget", "0", "--", "true"},
+		{"replicate", db, rep, "-lease-fail-fast"},
+		{"run", "-db", db, "-replica", rep, "-lease-ttl", "5s", "--", "true"},
 	} {
 		_, stderr, code := run3(t, "", nil, bad...)
 		if code != 2 || !strings.Contains(stderr, "Run 'sluice help") {
@@ -201,6 +207,10 @@ func TestCLIReplicaURLGuardsAndServePort(t *testing.T) {
 		{[]string{"restore", "file://tmp/x", "-o", filepath.Join(dir, "o.db")}, "did you mean file:///tmp/x?"},
 		{[]string{"serve", "-replica", "sftp://host/x"}, `unknown scheme "sftp"`},
 		{[]string{"run", "-db", db, "-replica", "gs:///app", "--", "true"}, "has no bucket"},
+		// A forgotten s3:// is not a folder next to the working directory.
+		{[]string{"replicate", db, "my-bucket/app"}, "did you mean s3://my-bucket/app"},
+		// Nor is a serve config whose replica variable is not set.
+		{[]string{"serve", "-config", writeFile(t, dir, "serve.yml", "replica: ${SLUICE_E2E_UNSET_REPLICA}\n")}, "$SLUICE_E2E_UNSET_REPLICA is not set"},
 	} {
 		_, stderr, code := run3(t, dir, nil, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
@@ -209,7 +219,7 @@ func TestCLIReplicaURLGuardsAndServePort(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != "app.db" {
+		if e.Name() != "app.db" && e.Name() != "serve.yml" {
 			t.Errorf("a malformed URL created %s in the working directory", e.Name())
 		}
 	}
@@ -279,4 +289,14 @@ func TestCLIVersionAndCompletion(t *testing.T) {
 	if _, _, code := run3(t, "", nil, "completion", "tcsh"); code != 2 {
 		t.Fatalf("completion tcsh: exit %d, want 2", code)
 	}
+}
+
+// writeFile writes body to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -77,6 +77,24 @@ func (f *sidecarFlags) register(fs *flag.FlagSet) {
 	f.fail.register(fs)
 }
 
+// check refuses flag values that would otherwise be replaced by a default
+// without a word, or that contradict each other.
+func (f *sidecarFlags) check(cmd string, fs *flag.FlagSet) error {
+	f.syncIntervalSet = flagSet(fs, "sync-interval") || flagSet(fs, "interval")
+	if f.syncIntervalSet && f.syncInterval <= 0 {
+		return usagef(cmd, "-sync-interval %s: give a positive duration", f.syncInterval)
+	}
+	for name, d := range map[string]time.Duration{"snapshot-interval": f.snapshotInterval, "retention": f.retention, "l0-retention": f.l0Retention} {
+		if flagSet(fs, name) && d <= 0 {
+			return usagef(cmd, "-%s %s: give a positive duration", name, d)
+		}
+	}
+	if flagSet(fs, "replica-error-budget") && f.fail.budget <= 0 {
+		return usagef(cmd, "-replica-error-budget %s: give a positive duration (to never stop, -on-replica-error continue)", f.fail.budget)
+	}
+	return f.lease.check(cmd, fs)
+}
+
 // sidecarPlan is what replicate and run do, resolved from flags and config.
 type sidecarPlan struct {
 	targets []dbTarget
@@ -180,7 +198,9 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 	sf.register(fs)
 	fs.StringVar(&sf.exec, "exec", "", "run this application (one string, split like a shell) and stop when it exits, as 'sluice run' does")
 	return func(ctx context.Context, args []string) error {
-		sf.syncIntervalSet = flagSet(fs, "sync-interval") || flagSet(fs, "interval")
+		if err := sf.check("replicate", fs); err != nil {
+			return err
+		}
 		plan, err := sf.resolve("replicate", args)
 		if err != nil {
 			return err

@@ -44,7 +44,9 @@ func setupRun(fs *flag.FlagSet) runFunc {
 	var sf sidecarFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string) error {
-		sf.syncIntervalSet = flagSet(fs, "sync-interval") || flagSet(fs, "interval")
+		if err := sf.check("run", fs); err != nil {
+			return err
+		}
 		plan, err := sf.resolve("run", nil)
 		if err != nil {
 			return err

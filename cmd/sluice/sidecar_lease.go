@@ -38,6 +38,20 @@ func (f *leaseFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ttl, "lease-ttl", lease.DefaultTTL, "with -lease: lease time-to-live (renewed every third of it)")
 }
 
+// check refuses the lease's tuning without -lease: a second process started
+// with -lease-fail-fast alone would otherwise replicate beside the holder.
+func (f *leaseFlags) check(cmd string, fs *flag.FlagSet) error {
+	for _, name := range []string{"lease-fail-fast", "lease-ttl"} {
+		if flagSet(fs, name) && !f.on {
+			return usagef(cmd, "-%s needs -lease", name)
+		}
+	}
+	if f.ttl <= 0 {
+		return usagef(cmd, "-lease-ttl %s: give a positive duration", f.ttl)
+	}
+	return nil
+}
+
 // sidecarLeases holds the leases a sidecar process took, per database path
 // (nil without -lease). A held lease is waited for in the foreground
 // (lease.Table.Acquire) or, with -lease-fail-fast, ends the process.
