@@ -117,6 +117,16 @@ func queryInt(t testing.TB, db *testDB, sql string) int64 {
 	return res.Rows[0][0].Int
 }
 
+// queryString reads one text value from the local file.
+func queryString(t testing.TB, db *testDB, sql string) string {
+	t.Helper()
+	res, err := db.reader.Exec(context.Background(), sqlconn.Stmt{SQL: sql, WantRows: true})
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return res.Rows[0][0].Text
+}
+
 // restoredCount restores store's replica into a fresh file and runs query,
 // which returns one integer.
 func restoredCount(t testing.TB, store replica.Store, query string) int64 {

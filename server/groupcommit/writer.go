@@ -193,7 +193,24 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 				return nil, false
 			}
 		}
+		if !safe {
+			w.TookSavepoint() // count this request's statements only
+		}
 		r.err = c.runReq(w, r)
+		if !safe && w.TookSavepoint() {
+			// A savepoint a request leaves open, or a ROLLBACK TO one that
+			// an earlier request left, would reach into the requests before
+			// it in the group: writes already promised to their clients. Run
+			// the group again with a savepoint per request, whose RELEASE
+			// closes whatever the request left open.
+			if !w.Autocommit() {
+				if err := c.txControl("ROLLBACK"); err != nil {
+					c.abortGroup(live, "rollback failed: "+err.Error())
+					return nil, false
+				}
+			}
+			return live, false
+		}
 		if w.Autocommit() || (r.err != nil && !safe) { // answer r, re-run the rest
 			if r.err == nil {
 				r.err = dberr.New(dberr.CodeSQLiteError, "the request ended the group's transaction")

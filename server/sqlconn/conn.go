@@ -23,7 +23,10 @@ type Handle struct {
 	cached   map[string]bool // statements zombiezen caches on this connection
 	intr     *interrupter
 	wrote    bool // the last Exec ran a statement SQLite does not call read-only
-	row      Row  // handed to a Stmt's RowWriter; its scratch buffer is reused
+	// savepoint: a statement run since TookSavepoint last asked opened,
+	// released or rolled back to a savepoint.
+	savepoint bool
+	row       Row // handed to a Stmt's RowWriter; its scratch buffer is reused
 }
 
 // maxCachedStmts bounds the per-connection statement cache: clients that
@@ -142,6 +145,16 @@ func (c *Handle) Call(fn func(Conn) error) (err error) {
 // Wrote reports whether the last Exec ran a statement SQLite does not call
 // read-only.
 func (c *Handle) Wrote() bool { return c.wrote }
+
+// TookSavepoint reports whether a statement run since the last call opened,
+// released or rolled back to a savepoint (whether or not it succeeded), and
+// starts counting again. The group writer runs such a request inside a
+// savepoint of its own, so that it cannot reach the requests before it.
+func (c *Handle) TookSavepoint() bool {
+	t := c.savepoint
+	c.savepoint = false
+	return t
+}
 
 // Close stops the interrupter and closes the connection.
 func (c *Handle) Close() error {

@@ -134,8 +134,11 @@ func (c *Handle) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Res
 	n := len(res.Columns)
 	kw := sqltext.FirstKeyword(text)
 	var before int64
-	if kw == "WITH" {
+	switch kw {
+	case "WITH":
 		before = c.TotalChanges()
+	case "SAVEPOINT", "RELEASE", "ROLLBACK": // plain ROLLBACK is refused where it matters
+		c.savepoint = true
 	}
 	stream := st.WantRows && st.Rows != nil
 	if stream {
@@ -163,7 +166,11 @@ func (c *Handle) run(s *sqlite.Stmt, st Stmt, text string, start time.Time) (Res
 	case "INSERT", "UPDATE", "DELETE", "REPLACE":
 		res.Changes = int64(c.c.Changes())
 	case "WITH":
-		res.Changes = c.TotalChanges() - before
+		// A WITH that wrote reports its own rows, as INSERT does: not the
+		// rows its triggers and foreign-key actions changed too.
+		if c.TotalChanges() > before {
+			res.Changes = int64(c.c.Changes())
+		}
 	}
 	res.RowsWritten = res.Changes
 	res.LastInsertRowID = c.c.LastInsertRowID()
