@@ -149,6 +149,21 @@ func TestJSONAPI(t *testing.T) {
 	}
 	r = query(t, base, "app", "", `{"sql":"INSERT INTO t(i,f,s) VALUES (:i, :f, :s)","params":{"i":-9223372036854775808,"f":1e300,"s":null}}`)
 	expect(t, r, 200)
+	// A lone BEGIN is refused as it is inside a batch, not run as a no-op on a
+	// read connection (a ROLLBACK after it could not undo what followed).
+	for _, q := range []string{"BEGIN", "BEGIN DEFERRED", "COMMIT", "END"} {
+		r = query(t, base, "app", "", `{"sql":"`+q+`"}`)
+		expect(t, r, 403)
+		if !strings.Contains(string(r.body), "BEGIN/COMMIT/ROLLBACK are refused here") {
+			t.Fatalf("%s: %s", q, r.body)
+		}
+	}
+	// A misspelled or missing name is an error, not a NULL written without a word.
+	r = query(t, base, "app", "", `{"sql":"INSERT INTO t(i,f,s) VALUES (:i, :f, :s)","params":{"i":7,"f":1.5,"ss":"typo"}}`)
+	expect(t, r, 400)
+	if !strings.Contains(string(r.body), "value for parameter :s not found") {
+		t.Fatalf("misspelled named parameter: %s", r.body)
+	}
 
 	r = query(t, base, "app", "", `{"sql":"SELECT i, f, s, b, typeof(i) FROM t ORDER BY id"}`)
 	expect(t, r, 200)

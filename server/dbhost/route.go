@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -32,6 +33,12 @@ func RunAuto(ctx context.Context, db Database, sqls []string, fn func(c sqlconn.
 	}
 	bm, err := db.Read(ctx, func(c sqlconn.Conn) error {
 		for _, q := range sqls {
+			// BEGIN, COMMIT and ROLLBACK are read-only to SQLite, but the
+			// request is one transaction: the write group refuses them with
+			// the reason, where a read connection would run them as no-ops.
+			if sqltext.Classify(q).IsTxControl() {
+				return ErrWriteNeeded
+			}
 			d, err := c.Describe(ctx, q)
 			if errors.Is(err, dberr.ErrNeedsOwnConnection) {
 				return err

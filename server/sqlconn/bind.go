@@ -37,7 +37,11 @@ func bindArgs(s *sqlite.Stmt, st Stmt, explain bool) error {
 			}
 		}
 		// EXPLAIN only compiles the statement: sqld lets it go without values.
-		if st.StrictArgs && i > bound && !explain {
+		// Named values that miss one of the statement's names are refused
+		// even where a missing positional value binds NULL, as on a local
+		// file: a misspelled key would otherwise write NULL without a word.
+		named := name != "" && len(st.NamedArgs) > 0
+		if (st.StrictArgs || named) && i > bound && !explain {
 			if name == "" {
 				name = strconv.Itoa(i)
 			}
