@@ -55,6 +55,9 @@ func Check(rawURL string) error {
 		}
 		return fmt.Errorf("%s; supported: s3://, gs://, abs://, file:///DIR", msg)
 	}
+	if err := checkParams(u, scheme); err != nil {
+		return err
+	}
 	if scheme == "file" {
 		switch u.Host {
 		case "", "localhost", ".", "..":
@@ -78,6 +81,35 @@ func Check(rawURL string) error {
 			hint = scheme + "://" + p
 		}
 		return fmt.Errorf("replica URL %q has no %s (did you mean %s?)", u.Redacted(), what, hint)
+	}
+	return nil
+}
+
+// knownParams are the query parameters each scheme reads; anything else is
+// a typo that would otherwise be ignored (a misspelled endpoint= sends the
+// replica to AWS itself).
+var knownParams = map[string][]string{
+	"s3":  {"endpoint", "region", "force-path-style", "forcePathStyle", "skip-verify", "skipVerify"},
+	"gs":  {"endpoint"},
+	"gcs": {"endpoint"},
+	"abs": {"endpoint"},
+	"az":  {"endpoint"},
+}
+
+func checkParams(u *url.URL, scheme string) error {
+	known := knownParams[scheme]
+	for name := range u.Query() {
+		if contains(known, name) {
+			continue
+		}
+		msg := fmt.Sprintf("replica URL %q: unknown parameter %q", u.Redacted(), name)
+		if s := suggest.Closest(name, known); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		if len(known) == 0 {
+			return fmt.Errorf("%s: a %s:// URL takes no parameters", msg, scheme)
+		}
+		return fmt.Errorf("%s; %s:// reads %s", msg, scheme, strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -126,8 +126,12 @@ func TestMalformedURLsAreRefusedWithASuggestion(t *testing.T) {
 		"file://":             "names no directory",
 		"htps:/bucket":        "malformed",
 		"my-bucket/app":       "has no scheme (did you mean s3://my-bucket/app or gs://my-bucket/app?)",
-		"backups":             "has no scheme",
-		"backup:2026/x":       "has no scheme",
+		"s3://b/app?endpont=http://127.0.0.1:9000&region=us-east-1": `unknown parameter "endpont" (did you mean endpoint?)`,
+		"s3://b/app?force-path-styl=true":                           `unknown parameter "force-path-styl" (did you mean force-path-style?)`,
+		"file:///tmp/x?bogus=1":                                     "a file:// URL takes no parameters",
+		"gs://b/app?region=eu":                                      `unknown parameter "region"`,
+		"backups":                                                   "has no scheme",
+		"backup:2026/x":                                             "has no scheme",
 	} {
 		err := replicaurl.Check(in)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -144,7 +148,7 @@ func TestMalformedURLsAreRefusedWithASuggestion(t *testing.T) {
 	if err := os.MkdirAll("existing/dir", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, ok := range []string{"existing/dir", "s3://bucket/app", "file:///tmp/x", "file://./rel", "/var/lib/x", "./rel/dir", "../rel", "./backup:2026/x", ".", "gs://b", "abs://c/p"} {
+	for _, ok := range []string{"existing/dir", "s3://bucket/app?endpoint=http://127.0.0.1:9000&region=us-east-1&force-path-style=true&skip-verify=false", "s3://bucket/app", "file:///tmp/x", "file://./rel", "/var/lib/x", "./rel/dir", "../rel", "./backup:2026/x", ".", "gs://b", "abs://c/p"} {
 		if err := replicaurl.Check(ok); err != nil {
 			t.Errorf("Check(%q): %v", ok, err)
 		}
