@@ -195,7 +195,7 @@ func (db *DB) capture() error {
 	}
 	db.commit, db.xor, db.txid = commit, x, txid
 	db.advance(end, newGen, offsets)
-	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n})
 	db.stats.captures.Add(1)
 	return nil
 }
@@ -301,7 +301,7 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 		return fmt.Errorf("database %s: %w", db.path, err)
 	}
 	db.adopt(v, sums, txid)
-	db.pending = &pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n}
+	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n})
 	return nil
 }
 

@@ -110,27 +110,22 @@ func (r *Replicator) Health() Health {
 	r.mu.Unlock()
 	if db != nil {
 		h.Pos = db.Pos()
+		// What waits now, not after the attempt in flight ends: an upload to
+		// a stalled store takes up to its deadline, and the metrics and
+		// /ready must show the commit waiting meanwhile.
+		h.UnshippedBytes, h.UnshippedPages = db.Unshipped()
 	}
 	return h
 }
 
 // record notes the outcome of one attempt to reach the store, begun at start.
 func (r *Replicator) record(err error, start time.Time) {
-	var bytes, pages int64
-	if r.db != nil {
-		r.db.mu.Lock()
-		if p := r.db.pending; p != nil {
-			bytes, pages = p.data.size, int64(p.pages)
-		}
-		r.db.mu.Unlock()
-	}
 	if r.opts.OnResult != nil {
 		r.opts.OnResult(err)
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.health.UnshippedBytes, r.health.UnshippedPages = bytes, pages
 	if err == nil {
 		r.health.LastOK, r.health.FailingSince, r.health.LastErr = now, time.Time{}, nil
 		return

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 )
 
@@ -147,4 +151,65 @@ func TestReplicatorShipsALargeBacklogBeforeTheInterval(t *testing.T) {
 	cancel()
 	must(t, <-errc)
 	assertReplicaEquals(t, store, path)
+}
+
+// stallingStore holds every create until release is closed, as a store that
+// stopped answering does.
+type stallingStore struct {
+	*file.Store
+	armed   atomic.Bool   // hold creates from now on
+	stalled chan struct{} // closed when a create is held
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
+	if !s.armed.Load() {
+		return s.Store.PutIfAbsent(ctx, key, r, size)
+	}
+	s.once.Do(func() { close(s.stalled) })
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return replica.ObjectInfo{}, ctx.Err()
+	}
+	return s.Store.PutIfAbsent(ctx, key, r, size)
+}
+
+// While an upload waits on a store that does not answer, Health shows the
+// commit waiting at once, not after the attempt gives up.
+func TestHealthShowsWhatWaitsDuringAStalledUpload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	a.insert(1)
+	fs, err := file.New(filepath.Join(t.TempDir(), "replica"))
+	must(t, err)
+	store := &stallingStore{Store: fs, stalled: make(chan struct{}), release: make(chan struct{})}
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	waitTXID(t, r, 1)
+	store.armed.Store(true)
+	a.insert(2)
+	select {
+	case <-store.stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no upload started")
+	}
+	start := time.Now()
+	h := r.Health()
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Health waited %s for the upload in flight", d)
+	}
+	if h.UnshippedBytes == 0 || h.UnshippedPages == 0 {
+		t.Fatalf("health during a stalled upload: %+v, want the waiting file's size", h)
+	}
+	close(store.release)
+	waitTXID(t, r, 2)
+	if h := r.Health(); h.UnshippedBytes != 0 {
+		t.Fatalf("after the upload: %+v", h)
+	}
+	cancel()
+	must(t, <-errc)
 }

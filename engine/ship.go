@@ -124,6 +124,7 @@ func (db *DB) upload(ctx context.Context) error {
 	}
 	body := p.data.small()
 	db.dropPending()
+	db.setPending(nil)
 	db.setPos(p.post)
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
@@ -189,10 +190,32 @@ func sameBytes(a, b io.Reader) (bool, error) {
 	}
 }
 
-// dropPending forgets the pending file and releases what holds its bytes.
+// dropPending forgets the pending file and releases what holds its bytes;
+// after an upload, setPending(nil) also says nothing waits.
 func (db *DB) dropPending() {
 	if db.pending != nil {
 		db.pending.data.close()
-		db.pending = nil
+		db.pending = nil // what Unshipped says stays: it did not reach the store
 	}
+}
+
+// setPending makes p the file waiting for the store (nil: none) and
+// publishes its size for Unshipped, which must not wait for db.mu: an upload
+// holds it until the store answers.
+func (db *DB) setPending(p *pendingFile) {
+	db.pending = p
+	if p == nil {
+		db.unshippedBytes.Store(0)
+		db.unshippedPages.Store(0)
+		return
+	}
+	db.unshippedBytes.Store(p.data.size)
+	db.unshippedPages.Store(int64(p.pages))
+}
+
+// Unshipped is the size and page count of the captured file waiting for the
+// store (zero when everything captured was shipped), without waiting for an
+// upload in flight.
+func (db *DB) Unshipped() (bytes, pages int64) {
+	return db.unshippedBytes.Load(), db.unshippedPages.Load()
 }
