@@ -219,6 +219,34 @@ func TestRestoreTimestampTarget(t *testing.T) {
 	}
 }
 
+// After a level-1 compaction some per-transaction files it covers may stay
+// while others are gone; their TXIDs are not restore points. A timestamp
+// falling on one resolves to the newest point before it that a chain reaches.
+func TestRestoreTimestampSkipsTXIDsInsideACompactedRange(t *testing.T) {
+	store := newStore(t)
+	h := restoretest.New(t, store, t.TempDir())
+	buildHistory(t, h) // TXID n at t0 + (n-1)s
+	fs := h.Files
+	compactInto(t, store, 1, fs[2:8]) // TXIDs 3..8
+	// Retention deleted TXIDs 3..5; 6..8 are still there, unreachable from 2.
+	if err := store.Delete(context.Background(), fs[2].Key, fs[3].Key, fs[4].Key); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		txid ltx.TXID
+	}{{6 * time.Second, 2}, {6500 * time.Millisecond, 2}, {7 * time.Second, 8}, {10 * time.Second, 11}} {
+		out, res, err := restoreTo(t, store, Options{Timestamp: t0.Add(c.at)})
+		if err != nil {
+			t.Fatalf("at t0+%s: %v", c.at, err)
+		}
+		if res.Pos.TXID != c.txid {
+			t.Fatalf("at t0+%s restored TXID %d, want %d", c.at, res.Pos.TXID, c.txid)
+		}
+		wantExact(t, h, out, c.txid)
+	}
+}
+
 func TestRestoreCorruptObjectFailsNamingIt(t *testing.T) {
 	store := newStore(t)
 	h := restoretest.New(t, store, t.TempDir())

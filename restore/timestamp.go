@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 	"github.com/sluicedb/sluice/replica"
 )
 
-// txidAt resolves a point in time to the newest TXID whose LTX header
-// Timestamp is at or before t. A file's header Timestamp is the time of its
+// txidAt resolves a point in time to the newest restorable TXID whose LTX
+// header Timestamp is at or before t. A file's header Timestamp is the time of its
 // MaxTXID (compactions copy their last input's), so every file contributes one
 // (TXID, time) pair. Headers come from range reads, fetched in parallel and in
 // two rounds so that history older than the chosen base snapshot is never read:
@@ -57,9 +58,21 @@ func txidAt(ctx context.Context, store replica.Store, files []replica.LTXFile, t
 	if hdrs, err = readHeaders(ctx, store, later, parallelism); err != nil {
 		return 0, err
 	}
+	// Not every file's MaxTXID is a restore point: a per-transaction file
+	// left inside a compacted range whose neighbours were deleted cannot be
+	// reached. Take the newest one at or before t that a chain reaches (the
+	// snapshot found above always is one).
+	var candidates []ltx.TXID
 	for _, h := range hdrs {
 		if h.Timestamp <= tms && h.MaxTXID > target {
-			target = h.MaxTXID
+			candidates = append(candidates, h.MaxTXID)
+		}
+	}
+	slices.Sort(candidates)
+	sorted := flatten([][]replica.LTXFile{files})
+	for i := len(candidates) - 1; i >= 0; i-- {
+		if _, err := planSorted(sorted, candidates[i]); err == nil {
+			return candidates[i], nil
 		}
 	}
 	return target, nil
