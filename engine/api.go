@@ -74,3 +74,7 @@ var ErrFenced = fmt.Errorf("replica fenced: another writer owns the next transac
 // state and Options.RequireMatch forbids shipping the difference: restore the
 // database from the replica, then open it again.
 var ErrDiverged = errors.New("local database differs from the replica")
+
+// ErrNotDatabase is returned when the file at the database path is not an
+// SQLite database (or is damaged past opening): no retry can ship it.
+var ErrNotDatabase = errors.New("not an SQLite database")

@@ -114,6 +114,9 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	}
 	if err := db.openConns(ctx); err != nil {
 		db.closeConns()
+		if c := sqlite.ErrCode(err).ToPrimary(); c == sqlite.ResultNotADB || c == sqlite.ResultCorrupt {
+			return nil, fmt.Errorf("database %s: %w (%v): give the path of the application's SQLite file", path, ErrNotDatabase, err)
+		}
 		return nil, err
 	}
 	if f, err := os.Open(path + "-shm"); err == nil {

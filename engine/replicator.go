@@ -284,7 +284,7 @@ func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) 
 				r.record(nil, attempt)
 				return db, nil
 			}
-			if errors.Is(err, ErrFenced) || errors.Is(err, ErrDiverged) {
+			if errors.Is(err, ErrFenced) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrNotDatabase) {
 				return nil, err
 			}
 			r.record(err, attempt)

@@ -213,3 +213,21 @@ func TestHealthShowsWhatWaitsDuringAStalledUpload(t *testing.T) {
 	cancel()
 	must(t, <-errc)
 }
+
+// A file that is not an SQLite database fails at once, not after retrying
+// for the whole error budget as if the store were down.
+func TestReplicatorRefusesAFileThatIsNotADatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	must(t, os.WriteFile(path, bytes.Repeat([]byte("this is not a database\n"), 300), 0o644))
+	store, err := file.New(filepath.Join(t.TempDir(), "replica"))
+	must(t, err)
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, ErrorBudget: time.Minute, Logger: testLogger(t)})
+	start := time.Now()
+	err = r.Run(context.Background())
+	if !errors.Is(err, ErrNotDatabase) || errors.Is(err, ErrReplicaUnavailable) {
+		t.Fatalf("Run returned %v, want ErrNotDatabase", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %s to give up on a file that is not a database", d)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -75,6 +76,9 @@ func checkDBPath(path string, createDir bool) error {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("database %s is a directory: give the path of the SQLite file", path)
 	}
+	if err := checkSQLiteHeader(path); err != nil {
+		return err
+	}
 	dir := filepath.Dir(path)
 	if createDir {
 		if err := os.MkdirAll(dir, 0o777); err != nil {
@@ -95,6 +99,27 @@ func checkDBPath(path string, createDir bool) error {
 	f.Close()
 	os.Remove(f.Name())
 	return nil
+}
+
+// sqliteMagic opens every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// checkSQLiteHeader refuses a file that is there but is not an SQLite
+// database (an empty file is a database SQLite has not written yet):
+// replicating it could never succeed, and the application should not start
+// on it as if it were replicated.
+func checkSQLiteHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // missing: the application creates it; unreadable: opening says why
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	n, _ := io.ReadFull(f, head)
+	if n == 0 || string(head[:n]) == sqliteMagic[:n] {
+		return nil
+	}
+	return fmt.Errorf("database %s is not an SQLite database (it does not start with %q): give the path of the application's SQLite file", path, strings.TrimSuffix(sqliteMagic, "\x00"))
 }
 
 // preflight checks every target's database path and replica before anything
