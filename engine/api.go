@@ -75,6 +75,11 @@ var ErrFenced = fmt.Errorf("replica fenced: another writer owns the next transac
 // database from the replica, then open it again.
 var ErrDiverged = errors.New("local database differs from the replica")
 
+// ErrReplaced is returned when the database path no longer names the file
+// being replicated (another file was renamed over it, or it was deleted): the
+// replica holds the old file's history, not what the path now holds.
+var ErrReplaced = errors.New("the database file was replaced while replicating")
+
 // ErrNotDatabase is returned when the file at the database path is not an
 // SQLite database (or is damaged past opening): no retry can ship it.
 var ErrNotDatabase = errors.New("not an SQLite database")

@@ -158,6 +158,29 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	return db, nil
 }
 
+// replacedError reports, wrapping ErrReplaced, when the path no longer names
+// the file opened at Open: SQLite connections keep following the old file
+// (unlinked, or renamed away), so nothing written to the new one would ever
+// be shipped. A stat per call; the sidecar checks once per interval.
+func (db *DB) replacedError() error {
+	opened, err := db.dbFile.Stat()
+	if err != nil {
+		return nil
+	}
+	now, err := os.Stat(db.path)
+	if err == nil && os.SameFile(now, opened) {
+		return nil
+	}
+	what := "another file took its place"
+	if errors.Is(err, fs.ErrNotExist) {
+		what = "it was deleted"
+	} else if err != nil {
+		return nil // cannot tell: the next check will
+	}
+	return fmt.Errorf("%w: %s (%s); the replica holds the old file up to TXID %s: restart replication to ship the file now at that path",
+		ErrReplaced, db.path, what, db.Pos().TXID)
+}
+
 func (db *DB) openConns(ctx context.Context) error {
 	var err error
 	if db.lock, err = openConn(db.path); err != nil {

@@ -208,14 +208,19 @@ func (r *Replicator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncTimeout)
 			defer cancel()
+			replaced := db.replacedError()
 			closeStart := time.Now()
 			err := db.Close(fctx)
 			r.record(err, closeStart)
 			if err != nil {
 				return fmt.Errorf("final sync of %s: %w", r.path, err)
 			}
-			return nil
+			return replaced
 		case <-timer.C:
+		}
+		if err := db.replacedError(); err != nil {
+			_ = db.Close(context.WithoutCancel(ctx))
+			return err
 		}
 		// An upload in flight when the signal arrives is finished, not cancelled:
 		// a cancelled PUT may still land, and the final Sync must not race it.

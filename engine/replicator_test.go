@@ -231,3 +231,34 @@ func TestReplicatorRefusesAFileThatIsNotADatabase(t *testing.T) {
 		t.Fatalf("took %s to give up on a file that is not a database", d)
 	}
 }
+
+// A database file replaced while it replicates (another file renamed over
+// its path) ends replication with ErrReplaced: sluice must not report that
+// every change is in the replica while it follows the old, unlinked file.
+func TestReplicatorStopsWhenTheFileIsReplaced(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.db")
+	a := newApp(t, path)
+	a.insert(1)
+	store, err := file.New(filepath.Join(t.TempDir(), "replica"))
+	must(t, err)
+	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	waitTXID(t, r, 1)
+
+	other := newApp(t, filepath.Join(dir, "other.db"))
+	other.insert(5)
+	other.checkpoint("TRUNCATE")
+	must(t, os.Rename(filepath.Join(dir, "other.db"), path))
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrReplaced) {
+			t.Fatalf("Run returned %v, want ErrReplaced", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("replication went on following the replaced file")
+	}
+}
