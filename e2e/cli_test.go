@@ -184,6 +184,11 @@ func TestCLIFlagsAfterArgumentsAndHumanUnits(t *testing.T) {
 		{"run", "-db", db, "-replica", rep, "-replica-error-budget", "0", "--", "true"},
 		{"replicate", db, rep, "-lease-fail-fast"},
 		{"run", "-db", db, "-replica", rep, "-lease-ttl", "5s", "--", "true"},
+		{"serve", "-durability", "bogus"},
+		{"serve", "-commit-window", "-5ms"},
+		{"serve", "-follow", "-lease"},
+		{"restore", rep, "-o", out + "2", "-timestamp", "yesterday"},
+		{"restore", rep, "-o", out + "2", "-parallelism", "-3"},
 	} {
 		_, stderr, code := run3(t, "", nil, bad...)
 		if code != 2 || !strings.Contains(stderr, "Run 'sluice help") {

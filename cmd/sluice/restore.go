@@ -155,17 +155,20 @@ func runRestore(ctx context.Context, f restoreFlags, args []string) error {
 	if f.txid != "" && f.timestamp != "" {
 		return usagef("restore", "-txid and -timestamp are exclusive")
 	}
+	if f.parallelism < 0 {
+		return usagef("restore", "-parallelism %d: give a positive number, or 0 for the default (%d)", f.parallelism, restore.DefaultParallelism)
+	}
 	if f.txid != "" {
 		id, err := parseTXID(f.txid)
 		if err != nil {
-			return err
+			return usagef("restore", "%v", err)
 		}
 		opts.TXID = id
 	}
 	if f.timestamp != "" {
 		ts, err := time.Parse(time.RFC3339Nano, f.timestamp)
 		if err != nil {
-			return fmt.Errorf("-timestamp %q: want RFC 3339, e.g. 2026-01-02T15:04:05Z", f.timestamp)
+			return usagef("restore", "-timestamp %q: want RFC 3339, e.g. 2026-01-02T15:04:05Z", f.timestamp)
 		}
 		opts.Timestamp = ts
 	}

@@ -137,6 +137,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Limits.MaxConcurrentUploads = *maxUploads
 			}
 		})
+		if err := checkServeFlags(fs, cfg); err != nil {
+			return err
+		}
 		if cfg.Replica == "" && !flagSet(fs, "replica") {
 			cfg.Replica = server.DefaultReplica(cfg.DataDir)
 		}
@@ -165,4 +168,33 @@ func setupServe(fs *flag.FlagSet) runFunc {
 		}
 		return srv.ListenAndServe(ctx)
 	}
+}
+
+// checkServeFlags refuses, as usage errors, flag values that contradict each
+// other or that would otherwise be replaced by a default without a word.
+func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
+	if flagSet(fs, "addr") && flagSet(fs, "listen") {
+		return usagef("serve", "-addr and -listen are the same flag: give one")
+	}
+	if flagSet(fs, "durability") && cfg.Durability != "sync" && cfg.Durability != "async" {
+		return usagef("serve", "-durability %q: use sync or async", cfg.Durability)
+	}
+	if cfg.Lease.Follow && flagSet(fs, "lease") && cfg.Lease.Enabled {
+		return usagef("serve", "-follow and -lease exclude each other: a read replica never takes a lease")
+	}
+	for name, d := range map[string]server.Duration{"lease-ttl": cfg.Lease.TTL, "follow-poll": cfg.Lease.PollInterval,
+		"idempotency-window": cfg.IdempotencyWindow, "replica-error-budget": cfg.ReplicaErrorBudget} {
+		if flagSet(fs, name) && time.Duration(d) <= 0 {
+			return usagef("serve", "-%s %s: give a positive duration", name, time.Duration(d))
+		}
+	}
+	if flagSet(fs, "commit-window") && cfg.Group.CommitWindow < 0 {
+		return usagef("serve", "-commit-window %s: give 0 (upload at once) or a positive duration", time.Duration(cfg.Group.CommitWindow))
+	}
+	for name, n := range map[string]int{"max-open-databases": cfg.Limits.MaxOpenDatabases, "max-concurrent-uploads": cfg.Limits.MaxConcurrentUploads} {
+		if flagSet(fs, name) && n < 0 {
+			return usagef("serve", "-%s %d: give a positive number, or 0 for the default", name, n)
+		}
+	}
+	return nil
 }
