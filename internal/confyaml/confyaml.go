@@ -196,7 +196,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
 					names = append(names, name)
 				}
 				msg := fmt.Sprintf("line %d: unknown key %q", k.Line, path)
-				if s := suggest.Closest(k.Value, names); s != "" {
+				if parent, inner, ok := nestedHome(k.Value, fields); ok {
+					// A flag's name given at the top level: say where it lives.
+					msg += fmt.Sprintf(" (it goes under %q: %s: {%s: …})", parent, parent, inner)
+				} else if s := suggest.Closest(k.Value, names); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				return errors.New(msg)
@@ -207,6 +210,37 @@ func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
 		}
 	}
 	return nil
+}
+
+// nestedHome finds the struct field one level down that has key among its
+// own keys (or the key without that field's name as a prefix), and returns
+// the field's name and the key inside it.
+func nestedHome(key string, fields map[string]reflect.Type) (parent, inner string, ok bool) {
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same answer every time
+	for _, name := range names {
+		t := fields[name]
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == nodeType {
+			continue
+		}
+		keys := map[string]reflect.Type{}
+		collectFields(t, keys)
+		if _, ok := keys[key]; ok {
+			return name, key, true
+		}
+		if rest, ok := strings.CutPrefix(key, name+"-"); ok { // lease-ttl: lease: {ttl: …}
+			if _, ok := keys[rest]; ok {
+				return name, rest, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // collectFields maps every yaml key of struct t (inline structs included) to its type.

@@ -59,6 +59,15 @@ func TestDecodeRefusesUnknownKeyWithSuggestion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `did you mean "statement-timeout"`) || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("err = %v", err)
 	}
+	// A nested key given at the top level (as its flag is named) says where it goes.
+	for body, want := range map[string]string{
+		"statement-timeout: 5s\n":        `(it goes under "limits": limits: {statement-timeout: …})`,
+		"limits-statement-timeout: 5s\n": `(it goes under "limits": limits: {statement-timeout: …})`,
+	} {
+		if err := Decode([]byte(body), &s, Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", body, err, want)
+		}
+	}
 	err = Decode([]byte("limits:\n  statement-timeout: 5\n"), &s, Options{})
 	if err == nil || !strings.Contains(err.Error(), "no unit") {
 		t.Fatalf("a bare number was accepted as a duration: %v", err)
