@@ -290,6 +290,7 @@ func expandHome(p string) (string, error) {
 func (c *sidecarConfig) targets(notice func(string)) ([]dbTarget, error) {
 	var out []dbTarget
 	seen := map[string]bool{}
+	replicaOf := map[string]string{} // replica URL -> the database that replicates there
 	for i, db := range c.DBs {
 		where := fmt.Sprintf("dbs[%d]", i)
 		reps := db.Replicas
@@ -326,6 +327,11 @@ func (c *sidecarConfig) targets(notice func(string)) ([]dbTarget, error) {
 					return nil, fmt.Errorf("%s: %w", where, err)
 				}
 			}
+			if other, ok := replicaOf[u]; ok {
+				// Two histories in one place: whichever ships first fences the other.
+				return nil, fmt.Errorf("%s: %s and %s have the same replica %s: give each database its own path", where, other, p.abs, u)
+			}
+			replicaOf[u] = p.abs
 			out = append(out, dbTarget{Path: p.abs, ReplicaURL: u, SyncInterval: interval, RestoreIfMissing: db.RestoreIfDBNotExists})
 		}
 	}

@@ -133,6 +133,14 @@ func TestConfigRefusesTyposAndAcceptsSnakeCase(t *testing.T) {
 	if time.Duration(cfg.SyncInterval) != 7*24*time.Hour || time.Duration(cfg.L0Retention) != 90*time.Second {
 		t.Fatalf("snake_case keys or human durations not read: %+v", cfg)
 	}
+	// Two databases with one replica would fence each other at random.
+	cfg, err = loadSidecarConfig(write("dbs:\n  - path: /a.db\n    replica: {url: file:///r}\n  - path: /b.db\n    replica: {url: file:///r}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.targets(func(string) {}); err == nil || !strings.Contains(err.Error(), "/a.db and /b.db have the same replica file:///r") {
+		t.Fatalf("a shared replica: %v", err)
+	}
 	t.Setenv("SECRET", "s3cr3t")
 	cfg, err = loadSidecarConfig(write("dbs:\n  - path: /x.db\n    replica:\n      url: file:///r/$SECRET\n"), true)
 	if err != nil || cfg.DBs[0].Replica.URL != "file:///r/$SECRET" {
