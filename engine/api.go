@@ -80,6 +80,10 @@ var ErrDiverged = errors.New("local database differs from the replica")
 // replica holds the old file's history, not what the path now holds.
 var ErrReplaced = errors.New("the database file was replaced while replicating")
 
+// ErrLocalDisk marks a failure to keep a captured file on the local disk
+// (full, or read-only) until it ships: the replica is not at fault.
+var ErrLocalDisk = errors.New("the local disk cannot hold the captured changes")
+
 // ErrNotDatabase is returned when the file at the database path is not an
 // SQLite database (or is damaged past opening): no retry can ship it.
 var ErrNotDatabase = errors.New("not an SQLite database")

@@ -54,13 +54,13 @@ func (s *spool) Write(p []byte) (int, error) {
 	if s.f == nil {
 		f, err := os.CreateTemp(s.dir, "."+filepath.Base(s.name)+"-sluice-spool-*")
 		if err != nil {
-			return 0, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+			return 0, s.failed(err)
 		}
 		_ = os.Remove(f.Name())
 		s.f, s.w = f, bufio.NewWriterSize(f, spoolChunk)
 		for _, c := range s.mem {
 			if _, err := s.w.Write(c); err != nil {
-				return 0, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+				return 0, s.failed(err)
 			}
 		}
 		s.mem = nil
@@ -68,7 +68,7 @@ func (s *spool) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	s.size += int64(n)
 	if err != nil {
-		return n, fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+		return n, s.failed(err)
 	}
 	return n, nil
 }
@@ -79,7 +79,7 @@ func (s *spool) finish() error {
 		return nil
 	}
 	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("spool the LTX file of %s to disk: %w", s.name, err)
+		return s.failed(err)
 	}
 	s.w = nil
 	return nil
@@ -136,4 +136,10 @@ func (s *spool) close() {
 		s.f = nil
 	}
 	s.mem, s.w = nil, nil
+}
+
+// failed wraps an error of the spool's own file in ErrLocalDisk: the local
+// disk, not the replica, is what keeps the file from shipping.
+func (s *spool) failed(err error) error {
+	return fmt.Errorf("%w: spool the LTX file of %s beside it: %w", ErrLocalDisk, s.name, err)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,4 +31,15 @@ func TestPositionFileRewritesInPlace(t *testing.T) {
 	if len(b) == 0 || b[0] != '{' {
 		t.Fatalf("position file = %q", b)
 	}
+}
+
+// A captured file the local disk cannot hold fails as ErrLocalDisk, so the
+// sidecar blames the disk, not the replica.
+func TestSpoolFailureIsALocalDiskError(t *testing.T) {
+	s := newSpool(filepath.Join(t.TempDir(), "missing", "dir"), "app.db")
+	_, err := s.Write(make([]byte, spoolMemory+1))
+	if !errors.Is(err, ErrLocalDisk) {
+		t.Fatalf("spool write into a missing directory: %v, want ErrLocalDisk", err)
+	}
+	s.close()
 }

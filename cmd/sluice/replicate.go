@@ -264,7 +264,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 	}
 	wg.Wait()
 
-	fenced, unavailable := false, ""
+	fenced, unavailable, localDisk := false, "", ""
 	var all []error
 	for i, err := range errs {
 		if err == nil {
@@ -277,12 +277,20 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 		if errors.As(err, &ue) && unavailable == "" {
 			unavailable = fmt.Sprintf("sluice: REPLICA UNAVAILABLE: %s: no upload accepted by %s for %s (%s)",
 				targets[i].Path, redactURL(targets[i].ReplicaURL), ue.For.Round(time.Second), shortCause(ue.Err))
+			if errors.Is(ue.Err, engine.ErrLocalDisk) && localDisk == "" {
+				localDisk = fmt.Sprintf("sluice: LOCAL DISK: %s: changes could not be kept for upload for %s (%s): free space beside the database; the replica was not at fault",
+					targets[i].Path, ue.For.Round(time.Second), shortCause(ue.Err))
+			}
 		}
 		all = append(all, fmt.Errorf("%s: %w", targets[i].Path, err))
 	}
 	if fenced {
 		fmt.Fprintln(os.Stderr, "sluice: FENCED: another writer owns a replica; this process shipped nothing it could not own and stopped:", errors.Join(all...))
 		return exitError{code: exitFenced}
+	}
+	if localDisk != "" { // exit 1: the replica is usable
+		fmt.Fprintln(os.Stderr, localDisk)
+		return exitError{code: 1}
 	}
 	if unavailable != "" {
 		fmt.Fprintln(os.Stderr, replicaShorten(unavailable))
