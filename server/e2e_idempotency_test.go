@@ -47,7 +47,7 @@ func TestServeIdempotencyKeyRetriesThroughOutageAndKill9(t *testing.T) {
 	url := minio.URL(minio.NewBucket(t), "srv")
 	bin := buildSluice(t)
 	tmp := t.TempDir()
-	if out, err := exec.Command(bin, "serve", "-idempotency-window", "-1s", "-data", tmp, "-replica", "file://"+tmp+"/r").CombinedOutput(); err == nil || !strings.Contains(string(out), "idempotency window") {
+	if out, err := exec.Command(bin, "serve", "-idempotency-window", "-1s", "-data", tmp, "-replica", "file://"+tmp+"/r").CombinedOutput(); err == nil || !strings.Contains(string(out), "-idempotency-window -1s: give a positive duration") {
 		t.Fatalf("a negative -idempotency-window was accepted or unexplained: %v\n%s", err, out)
 	}
 	dataDir := t.TempDir()

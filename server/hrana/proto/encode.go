@@ -134,6 +134,20 @@ func appendStringOrNull(b []byte, s *string) []byte {
 	return jsonstr.Append(b, *s)
 }
 
+// appendFloatValue writes a REAL value as sqld does: always with a decimal
+// point or exponent, so that a client's JSON parser reads a float, and -0.0
+// keeps its sign (Python reads a bare -0 as the integer 0).
+func appendFloatValue(b []byte, f float64) []byte {
+	start := len(b)
+	b = strconv.AppendFloat(b, f, 'g', -1, 64)
+	for _, c := range b[start:] {
+		if c == '.' || c == 'e' {
+			return b
+		}
+	}
+	return append(b, ".0"...)
+}
+
 // appendJSONFloat formats f as encoding/json does.
 func appendJSONFloat(b []byte, f float64) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {

@@ -232,7 +232,7 @@ func appendValue(b []byte, v sqlconn.Value) []byte {
 			// JSON parser accepts (the protobuf encoding carries the value).
 			b = append(b, "null"...)
 		} else {
-			b = strconv.AppendFloat(b, v.Float, 'g', -1, 64)
+			b = appendFloatValue(b, v.Float)
 		}
 		return append(b, '}')
 	case sqlconn.Text:
