@@ -62,8 +62,11 @@ func Files(ctx context.Context, s replica.Store, level int) ([]File, error) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// One store problem fails every level alike: say it once.
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	var out []File
 	for _, fs := range perLevel {
