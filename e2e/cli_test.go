@@ -214,6 +214,8 @@ func TestCLIReplicaURLGuardsAndServePort(t *testing.T) {
 		{[]string{"run", "-db", db, "-replica", "gs:///app", "--", "true"}, "has no bucket"},
 		// A forgotten s3:// is not a folder next to the working directory.
 		{[]string{"replicate", db, "my-bucket/app"}, "did you mean s3://my-bucket/app"},
+		// A database file given to restore without a config listing it.
+		{[]string{"restore", writeFile(t, dir, "plain.db", "x"), "-o", filepath.Join(dir, "o2.db")}, "is a file, not a replica"},
 		// A file that is not a database is refused before the app starts.
 		{[]string{"run", "-db", writeFile(t, dir, "junk.db", "this is not a database\n"), "-replica", "./rep", "--", "touch", "app-started"}, "is not an SQLite database"},
 		// Nor is a serve config whose replica variable is not set.
@@ -226,7 +228,7 @@ func TestCLIReplicaURLGuardsAndServePort(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != "app.db" && e.Name() != "serve.yml" && e.Name() != "junk.db" {
+		if e.Name() != "app.db" && e.Name() != "serve.yml" && e.Name() != "junk.db" && e.Name() != "plain.db" {
 			t.Errorf("a malformed URL created %s in the working directory", e.Name())
 		}
 	}

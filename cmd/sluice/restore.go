@@ -137,6 +137,10 @@ func runRestore(ctx context.Context, f restoreFlags, args []string) error {
 		if out == "" {
 			out = t.Path
 		}
+	} else if st, err := os.Stat(url); err == nil && !st.IsDir() {
+		// Litestream's form without a config that lists the path: a database
+		// file read as a replica directory would only fail obscurely.
+		return fmt.Errorf("%s is a file, not a replica: give its replica URL, or -config listing it (neither $LITESTREAM_CONFIG nor /etc/litestream.yml lists it)", url)
 	}
 	if out == "" {
 		return usagef("restore", "-o OUT is required")
