@@ -187,6 +187,8 @@ func TestCLIFlagsAfterArgumentsAndHumanUnits(t *testing.T) {
 		{"serve", "-durability", "bogus"},
 		{"serve", "-commit-window", "-5ms"},
 		{"serve", "-follow", "-lease"},
+		{"serve", "-addr", "garbage"},
+		{"serve", "-addr", "127.0.0.1:99999"},
 		{"restore", rep, "-o", out + "2", "-timestamp", "yesterday"},
 		{"restore", rep, "-o", out + "2", "-parallelism", "-3"},
 	} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,6 +177,11 @@ func setupServe(fs *flag.FlagSet) runFunc {
 func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 	if flagSet(fs, "addr") && flagSet(fs, "listen") {
 		return usagef("serve", "-addr and -listen are the same flag: give one")
+	}
+	if _, port, err := net.SplitHostPort(cfg.Listen); err != nil {
+		return usagef("serve", "-addr %q: want HOST:PORT or :PORT (%v)", cfg.Listen, err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return usagef("serve", "-addr %q: the port must be a number from 0 to 65535", cfg.Listen)
 	}
 	if flagSet(fs, "durability") && cfg.Durability != "sync" && cfg.Durability != "async" {
 		return usagef("serve", "-durability %q: use sync or async", cfg.Durability)
