@@ -158,6 +158,21 @@ func TestJSONAPI(t *testing.T) {
 			t.Fatalf("%s: %s", q, r.body)
 		}
 	}
+	// Ambiguous JSON is refused, not read as encoding/json would (last key wins,
+	// any case matches): a proxy reading the first "sql" would see another statement.
+	for body, want := range map[string]string{
+		`{"sql":"SELECT 1","sql":"DELETE FROM t"}`:                    `key "sql" appears twice`,
+		`{"SQL":"DELETE FROM t"}`:                                     `key "SQL": keys are lower case`,
+		`{"batch":[{"sql":"SELECT 1","Params":[1]}]}`:                 `key "Params": keys are lower case`,
+		`{"sql":"SELECT :a","params":{"a":1,"a":2}}`:                  `key "a" appears twice`,
+		`{"batch":[{"sql":"SELECT 1"},{"sql":"SELECT 2","sql":"x"}]}`: `key "sql" appears twice`,
+	} {
+		r = query(t, base, "app", "", body)
+		expect(t, r, 400)
+		if !strings.Contains(strings.ReplaceAll(string(r.body), `\"`, `"`), want) {
+			t.Fatalf("%s: %s, want %q", body, r.body, want)
+		}
+	}
 	// A misspelled or missing name is an error, not a NULL written without a word.
 	r = query(t, base, "app", "", `{"sql":"INSERT INTO t(i,f,s) VALUES (:i, :f, :s)","params":{"i":7,"f":1.5,"ss":"typo"}}`)
 	expect(t, r, 400)

@@ -46,8 +46,8 @@ func TestDecodeSimpleAgreesWithGeneralDecoder(t *testing.T) {
 		`{"sql":"SELECT ?","params":[12345678901234567890]}`,
 		`{"sql":"SELECT ?","params":[{"base64":"AAE="}]}`,
 		`{"sql":"SELECT :a","params":{"a":1}}`,
-		`{"sql":"SELECT 1","sql":"SELECT 2"}`,
-		`{"SQL":"SELECT 1"}`,
+		`{"sql":"SELECT 1","sql":"SELECT 2"}`, // refused: ambiguous
+		`{"SQL":"SELECT 1"}`,                  // refused: ambiguous
 		`{"sql":"SELECT 1","extra":1}`,
 		`{"sql":""}`,
 		`{"sql":null}`,

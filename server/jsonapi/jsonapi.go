@@ -238,7 +238,14 @@ func badRequest(msg string) error {
 
 // decodeQuery parses the body into statements (one, or a batch).
 func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if err := strictKeys(raw); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
 	var q queryRequest
