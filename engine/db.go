@@ -82,12 +82,13 @@ type DB struct {
 
 	pos     ltx.Pos                 // last position accepted by the store
 	posCopy atomic.Pointer[ltx.Pos] // pos, for Pos() without mu (Sync holds mu during uploads)
+	pending *pendingFile            // captured, not yet accepted
+	posFile positionFile            // <db>-sluice, rewritten after each upload
+	fenced  error
+	closed  bool
+
 	// The pending file's size, for Unshipped() without mu.
 	unshippedBytes, unshippedPages atomic.Int64
-	pending                        *pendingFile // captured, not yet accepted
-	posFile                        positionFile // <db>-sluice, rewritten after each upload
-	fenced                         error
-	closed                         bool
 
 	stats statCounters
 }

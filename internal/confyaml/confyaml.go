@@ -91,11 +91,11 @@ func Decode(raw []byte, out any, opts Options) error {
 	if !opts.NoExpandEnv {
 		if opts.UnsetIsError {
 			if unset := unsetIn(raw); len(unset) > 0 {
-				verb := "is"
+				verb, it := "is", "it"
 				if len(unset) > 1 {
-					verb = "are"
+					verb, it = "are", "them"
 				}
-				return fmt.Errorf("$%s %s not set (set it, or give -no-expand-env to read $ literally)", strings.Join(unset, ", $"), verb)
+				return fmt.Errorf("$%s %s not set (set %s, or give -no-expand-env to read $ literally)", strings.Join(unset, ", $"), verb, it)
 			}
 		}
 		raw = []byte(ExpandEnv(string(raw)))

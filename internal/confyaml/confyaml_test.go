@@ -81,7 +81,7 @@ func TestDecodeUnsetIsErrorNamesTheVariables(t *testing.T) {
 	raw := []byte("# costs $5 a month, see $NOT_A_REFERENCE\naddr: ${SLUICE_TEST_SET}\nregion: $SLUICE_TEST_UNSET_A-$SLUICE_TEST_UNSET_B\n")
 	var s sample
 	err := Decode(raw, &s, Options{UnsetIsError: true})
-	if err == nil || err.Error() != "$SLUICE_TEST_UNSET_A, $SLUICE_TEST_UNSET_B are not set (set it, or give -no-expand-env to read $ literally)" {
+	if err == nil || err.Error() != "$SLUICE_TEST_UNSET_A, $SLUICE_TEST_UNSET_B are not set (set them, or give -no-expand-env to read $ literally)" {
 		t.Fatalf("err = %v", err)
 	}
 	t.Setenv("SLUICE_TEST_UNSET_A", "eu")
