@@ -3,6 +3,7 @@ package jsonapi
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +75,14 @@ func TestDecodeSimpleAgreesWithGeneralDecoder(t *testing.T) {
 		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotErr, wantErr) {
 			t.Errorf("readQuery(%s) = %v, %v; general decoder %v, %v", body, got, gotErr, want, wantErr)
 		}
+	}
+}
+
+// Deep nesting is left to the general decoder, which refuses it, without
+// the key check recursing into it.
+func TestDeepNestingIsRefusedWithoutRecursingIntoIt(t *testing.T) {
+	body := `{"sql":"SELECT ?","params":` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `}`
+	if _, err := readQuery(strings.NewReader(body)); err == nil {
+		t.Fatal("a million nested arrays were accepted")
 	}
 }

@@ -18,7 +18,7 @@ var requestKeys = []string{"sql", "params", "batch"}
 func strictKeys(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	if err := walkValue(dec, false); err != errMalformed {
+	if err := walkValue(dec, false, 0); err != errMalformed {
 		return err
 	}
 	return nil // the decoder that follows words the error
@@ -27,9 +27,16 @@ func strictKeys(b []byte) error {
 // errMalformed stops the walk at JSON that does not parse.
 var errMalformed = errors.New("malformed")
 
+// maxDepth stops the walk where nesting serves no request (the decoder that
+// follows refuses deep nesting itself); it bounds the walk's recursion.
+const maxDepth = 64
+
 // walkValue reads one value; inParams says it is a named params object,
 // whose keys are the client's own.
-func walkValue(dec *json.Decoder, inParams bool) error {
+func walkValue(dec *json.Decoder, inParams bool, depth int) error {
+	if depth > maxDepth {
+		return errMalformed
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return errMalformed
@@ -37,7 +44,7 @@ func walkValue(dec *json.Decoder, inParams bool) error {
 	switch tok {
 	case json.Delim('['):
 		for dec.More() {
-			if err := walkValue(dec, false); err != nil {
+			if err := walkValue(dec, false, depth+1); err != nil {
 				return err
 			}
 		}
@@ -63,7 +70,7 @@ func walkValue(dec *json.Decoder, inParams bool) error {
 					}
 				}
 			}
-			if err := walkValue(dec, !inParams && key == "params"); err != nil {
+			if err := walkValue(dec, !inParams && key == "params", depth+1); err != nil {
 				return err
 			}
 		}
