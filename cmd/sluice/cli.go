@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicedb/sluice/internal/cliflag"
+	"golang.org/x/term"
 )
 
 // runFunc runs a command with its positional arguments, once its flags are parsed.
@@ -153,8 +154,6 @@ func (c command) flagNames() []string {
 	return names
 }
 
-// isTerminal reports whether f is a terminal (interactive prompts, progress).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal (interactive prompts, progress);
+// /dev/null is a character device too, but no terminal.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -21,9 +21,7 @@ type progressBar struct {
 }
 
 func newProgressBar(w *os.File, quiet bool) *progressBar {
-	fi, err := w.Stat()
-	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
-	return &progressBar{w: w, enabled: tty && !quiet}
+	return &progressBar{w: w, enabled: isTerminal(w) && !quiet}
 }
 
 func (p *progressBar) update(done, total int64) {
