@@ -188,6 +188,7 @@ func TestCLIFlagsAfterArgumentsAndHumanUnits(t *testing.T) {
 		{"serve", "-commit-window", "-5ms"},
 		{"serve", "-follow", "-lease"},
 		{"serve", "-addr", "garbage"},
+		{"serve", "-lease", "-advertise", "notaurl"},
 		{"serve", "-addr", "127.0.0.1:99999"},
 		{"restore", rep, "-o", out + "2", "-timestamp", "yesterday"},
 		{"restore", rep, "-o", out + "2", "-parallelism", "-3"},

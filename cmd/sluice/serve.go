@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -182,6 +183,11 @@ func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 		return usagef("serve", "-addr %q: want HOST:PORT or :PORT (%v)", cfg.Listen, err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return usagef("serve", "-addr %q: the port must be a number from 0 to 65535", cfg.Listen)
+	}
+	if a := cfg.Lease.Advertise; a != "" {
+		if u, err := url.Parse(a); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("serve", "-advertise %q: want the URL other instances reach this one at, e.g. http://10.0.0.5:8080", a)
+		}
 	}
 	if flagSet(fs, "durability") && cfg.Durability != "sync" && cfg.Durability != "async" {
 		return usagef("serve", "-durability %q: use sync or async", cfg.Durability)
