@@ -298,6 +298,18 @@ func TestCLIVersionAndCompletion(t *testing.T) {
 			}
 		}
 	}
+	// Bash offers the shells after `sluice completion`, and flags and files elsewhere.
+	bash, _, _ := run3(t, "", nil, "completion", "bash")
+	for words, want := range map[string]string{
+		"sluice completion ''": "bash zsh fish",
+		"sluice completion z":  "zsh",
+		"sluice restore -if-r": "-if-replica-exists",
+	} {
+		cmd := exec.Command("bash", "-c", bash+"\nCOMP_WORDS=("+words+"); COMP_CWORD=2; _sluice; echo \"${COMPREPLY[*]}\"")
+		if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("bash completion of %s: %q (%v), want %q", words, out, err, want)
+		}
+	}
 	if _, _, code := run3(t, "", nil, "completion", "tcsh"); code != 2 {
 		t.Fatalf("completion tcsh: exit %d, want 2", code)
 	}

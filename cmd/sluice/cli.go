@@ -31,6 +31,9 @@ type command struct {
 	// argsEndFlags: the first positional argument ends flag parsing, because
 	// what follows belongs to someone else (run's COMMAND, bench's SUBCOMMAND).
 	argsEndFlags bool
+	// argWords are the only positional arguments the command takes, offered by
+	// shell completion instead of file names (completion's shells).
+	argWords []string
 }
 
 // commands is filled by each command file's init, in the order of `sluice help`.

@@ -11,8 +11,9 @@ import (
 
 func init() {
 	register(command{
-		name:    "completion",
-		summary: "print a shell completion script: bash, zsh or fish",
+		name:     "completion",
+		summary:  "print a shell completion script: bash, zsh or fish",
+		argWords: []string{"bash", "zsh", "fish"},
 		usage: `sluice completion bash|zsh|fish
 
 Completes command names and each command's flags. Install with e.g.
@@ -48,16 +49,18 @@ _sluice() {
     COMPREPLY=($(compgen -W "%s help" -- "$cur"))
     return
   fi
-  local words=""
+  local words="" args=""
   case "${COMP_WORDS[1]}" in
 `, strings.Join(commandNames(), " "))
 	for _, c := range commands {
-		fmt.Fprintf(w, "    %s) words=%q ;;\n", c.name, strings.Join(c.flagNames(), " "))
+		fmt.Fprintf(w, "    %s) words=%q args=%q ;;\n", c.name, strings.Join(c.flagNames(), " "), strings.Join(c.argWords, " "))
 	}
 	fmt.Fprintf(w, `    help) words=%q ;;
   esac
   if [[ "$cur" == -* || "${COMP_WORDS[1]}" == help ]]; then
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
+  elif [ -n "$args" ]; then
+    COMPREPLY=($(compgen -W "$args" -- "$cur"))
   else
     COMPREPLY=($(compgen -f -- "$cur"))
   fi
@@ -73,7 +76,11 @@ func writeZshCompletion(w io.Writer) {
 	}
 	fmt.Fprintln(w, "      'help:show a command'\"'\"'s flags'\n    )\n    _describe command cmds\n    return\n  fi\n  case $words[2] in")
 	for _, c := range commands {
-		fmt.Fprintf(w, "    %s) compadd -- %s; _files ;;\n", c.name, strings.Join(c.flagNames(), " "))
+		positional := "_files"
+		if len(c.argWords) > 0 {
+			positional = "compadd -- " + strings.Join(c.argWords, " ")
+		}
+		fmt.Fprintf(w, "    %s) compadd -- %s; %s ;;\n", c.name, strings.Join(c.flagNames(), " "), positional)
 	}
 	fmt.Fprintf(w, "    help) compadd -- %s ;;\n  esac\n}\n_sluice \"$@\"\n", strings.Join(commandNames(), " "))
 }
@@ -82,6 +89,9 @@ func writeFishCompletion(w io.Writer) {
 	fmt.Fprintln(w, "# fish completion for sluice\ncomplete -c sluice -f")
 	for _, c := range commands {
 		fmt.Fprintf(w, "complete -c sluice -n __fish_use_subcommand -a %s -d %s\n", c.name, singleQuote(c.summary))
+		if len(c.argWords) > 0 {
+			fmt.Fprintf(w, "complete -c sluice -n '__fish_seen_subcommand_from %s' -a %s\n", c.name, singleQuote(strings.Join(c.argWords, " ")))
+		}
 		fs, _ := c.prepare()
 		fs.VisitAll(func(f *flag.Flag) {
 			usage := strings.SplitN(f.Usage, "\n", 2)[0]
