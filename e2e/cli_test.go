@@ -200,6 +200,36 @@ func TestCLIFlagsAfterArgumentsAndHumanUnits(t *testing.T) {
 	}
 }
 
+// ltx and info describe a replica; a replica without any file (most often a
+// mistyped URL) is an error for both, while an empty level is just empty.
+func TestCLIInspectReplica(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "app.db")
+	rep := "file://" + filepath.Join(dir, "replica")
+	w := writer(t, db, 50, 5, time.Millisecond)
+	side := start(t, nil, sluiceBin, "replicate", db, rep, "-sync-interval", "50ms")
+	if err := w.wait(t, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	stopSidecar(t, side)
+
+	if out, stderr, code := run3(t, "", nil, "ltx", rep); code != 0 || !strings.Contains(out, "min_txid") {
+		t.Errorf("ltx: exit %d, %q %q", code, out, stderr)
+	}
+	if out, stderr, code := run3(t, "", nil, "info", rep); code != 0 || out == "" {
+		t.Errorf("info: exit %d, %q %q", code, out, stderr)
+	}
+	if _, stderr, code := run3(t, "", nil, "ltx", rep, "-level", "5"); code != 0 || !strings.Contains(stderr, "no LTX file at level 5") {
+		t.Errorf("ltx -level 5: exit %d, %q", code, stderr)
+	}
+	empty := "file://" + t.TempDir()
+	for _, cmd := range []string{"ltx", "info"} {
+		if _, stderr, code := run3(t, "", nil, cmd, empty); code != 1 || !strings.Contains(stderr, "nothing replicated there yet") {
+			t.Errorf("%s of an empty replica: exit %d, %q; want exit 1 saying nothing is replicated there", cmd, code, stderr)
+		}
+	}
+}
+
 // Typos in replica URLs are errors with a suggestion, never a local folder;
 // serve's default replica inside its data directory is warned about; serve
 // listens on $PORT when no address is given.

@@ -42,7 +42,7 @@ func setupInfo(fs *flag.FlagSet) runFunc {
 		defer store.Close()
 		sum, err := inspect.Summarize(ctx, store, *parallelism)
 		if errors.Is(err, inspect.ErrEmpty) {
-			return fmt.Errorf("%s holds no LTX file: nothing replicated there yet (check the URL; a serve replica keeps each database under <replica>/<name>)", store)
+			return emptyReplicaError(store)
 		}
 		if err != nil {
 			return err
@@ -91,4 +91,10 @@ func printSummary(out io.Writer, s inspect.Summary) error {
 		fmt.Fprintf(out, "\nwarning: files reach TXID %d but no chain of files rebuilds it (a gap): the newest restorable TXID is %d\n", s.MaxTXID, s.Latest)
 	}
 	return nil
+}
+
+// emptyReplicaError is what info and ltx say of a replica without any LTX
+// file: most often a mistyped URL, so it fails rather than printing nothing.
+func emptyReplicaError(store fmt.Stringer) error {
+	return fmt.Errorf("%s holds no LTX file: nothing replicated there yet (check the URL; a serve replica keeps each database under <replica>/<name>)", store)
 }

@@ -101,6 +101,9 @@ func setupLTX(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if len(files) == 0 && lvl == inspect.AllLevels {
+			return emptyReplicaError(store)
+		}
 		if *asJSON {
 			return writeJSONOut(os.Stdout, files)
 		}
