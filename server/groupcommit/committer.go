@@ -111,6 +111,11 @@ type Committer struct {
 
 	fenced atomic.Bool
 
+	// Groups the writer began and ended (committed, handed to the shipper
+	// or answered): the shipper's poll for other processes' commits skips
+	// while they differ, so it never takes the writer's own commit for one.
+	groupsBegun, groupsEnded atomic.Uint64
+
 	lossMu          sync.Mutex
 	unshipped       int       // commits not yet accepted by the store
 	oldestUnshipped time.Time // when the oldest of them committed

@@ -46,10 +46,13 @@ func (c *Committer) runShipper() {
 				// other; the cheap check first keeps idle databases out of
 				// the queue. Writes arriving meanwhile join pending, and
 				// the next turn answers them.
-				if len(pending) == 0 && !c.fenced.Load() && c.externalChanged() {
+				// While a group of the writer's own is running or queued, the
+				// change is most likely its commit, which ships with it.
+				mark, idle := c.writerIdle()
+				if len(pending) == 0 && idle && !c.fenced.Load() && c.externalChanged() {
 					var release func()
 					release, pending, open = c.waitSlot(pending, open)
-					externalFailing = c.shipExternal(externalFailing)
+					externalFailing = c.shipExternal(externalFailing, mark)
 					release()
 				}
 				continue
@@ -111,6 +114,13 @@ func (c *Committer) runShipper() {
 	}
 }
 
+// writerIdle reports whether no write group is running or waiting for the
+// shipper, with the count of groups begun so far.
+func (c *Committer) writerIdle() (uint64, bool) {
+	begun := c.groupsBegun.Load()
+	return begun, c.groupsEnded.Load() == begun && len(c.shipCh) == 0
+}
+
 // externalChanged reports whether the file holds commits not shipped yet;
 // on an error it lets the Sync that follows report it.
 func (c *Committer) externalChanged() bool {
@@ -122,14 +132,16 @@ func (c *Committer) externalChanged() bool {
 // engine's idle check is a look at the WAL header and the frame after its
 // cursor, with no store request when nothing changed. It returns whether
 // the attempt failed, so a replica outage is logged once, not every poll.
-func (c *Committer) shipExternal(failing bool) bool {
+// mark is writerIdle's count from before the check: the log line names
+// another process only if no group of the writer began since.
+func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 	before := c.opts.Replica.Pos()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
 	switch {
 	case err == nil:
-		if pos.TXID != before.TXID {
+		if now, idle := c.writerIdle(); pos.TXID != before.TXID && idle && now == mark {
 			c.log.Info("shipped commits made to the database file by another process",
 				"db", c.name, "from_txid", uint64(before.TXID)+1, "to_txid", uint64(pos.TXID))
 		}

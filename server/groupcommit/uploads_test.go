@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,5 +211,68 @@ func TestCommitWindowSharesOneUpload(t *testing.T) {
 	}
 	if got := restoredCount(t, base, "SELECT count(*) FROM t"); got != 4 {
 		t.Fatalf("bucket holds %d rows, want the 4 acknowledged", got)
+	}
+}
+
+// lineCounter counts log records whose message contains a phrase.
+type lineCounter struct {
+	phrase string
+	n      atomic.Int64
+}
+
+func (h *lineCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lineCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.phrase) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *lineCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lineCounter) WithGroup(string) slog.Handler      { return h }
+
+// The idle poll for other processes' commits never takes the writer's own
+// commit, made between its check and the group reaching the shipper, for
+// another process's: an operator reading "another process" would look for
+// an intruder. A real other process's commit is still named.
+func TestOwnCommitsAreNotReportedAsAnotherProcess(t *testing.T) {
+	lines := &lineCounter{phrase: "another process"}
+	db := openDB(t, newFileStore(t), func(o *Options) {
+		o.ExternalPoll = 200 * time.Microsecond
+		o.Logger = slog.New(lines)
+	})
+	write(t, db, "CREATE TABLE t(x)")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 150 {
+				write(t, db, "INSERT INTO t VALUES (?)", sqlconn.Value{Type: sqlconn.Integer, Int: int64(w*1000 + i)})
+				if i%10 == 0 {
+					time.Sleep(time.Millisecond) // let the poll run between groups
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := lines.n.Load(); n != 0 {
+		t.Fatalf("%d log lines name another process; every commit came through the writer", n)
+	}
+
+	other, err := sqlconn.Open(db.path, sqlconn.OwnWriter, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.Run("INSERT INTO t VALUES ('from another process')")
+	other.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for lines.n.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lines.n.Load() != 1 {
+		t.Fatalf("%d log lines for one commit of another process, want 1", lines.n.Load())
 	}
 }

@@ -32,7 +32,10 @@ var savepointName = func() string {
 func (c *Committer) runWriter() {
 	defer close(c.shipCh)
 	for req := range c.writeCh {
-		c.runGroup(c.gather(req))
+		reqs := c.gather(req)
+		c.groupsBegun.Add(1)
+		c.runGroup(reqs)
+		c.groupsEnded.Add(1)
 	}
 }
 
