@@ -26,6 +26,10 @@ type bucketSample struct {
 	MaxTXID int64
 	// Compacted holds the level-1+ file names seen (level/database/name).
 	Compacted []string
+	// Husks counts LTX-named directories without xl.meta: what MinIO can
+	// leave behind when it deletes an object under load. Only a strict scan
+	// looks for them; a fast scan counts them as objects.
+	Husks int
 }
 
 // scanMinIO counts the objects under root, a replica root inside a
@@ -33,8 +37,10 @@ type bucketSample struct {
 // each object as a directory holding xl.meta, and sluice's S3 layout puts a
 // database's LTX files in <db>/<level as %04x>/<min>-<max>.ltx; reading names
 // is far cheaper than a LIST of tens of thousands of keys every window, and
-// the final count is checked against a real LIST (listObjects).
-func scanMinIO(root string) (bucketSample, error) {
+// the final count is checked against a real LIST (listObjects). A strict
+// scan also checks that each LTX-named directory still holds xl.meta, which
+// costs a stat per object and so is kept for the end.
+func scanMinIO(root string, strict bool) (bucketSample, error) {
 	var s bucketSample
 	dbs, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -47,14 +53,14 @@ func scanMinIO(root string) (bucketSample, error) {
 		if !db.IsDir() {
 			continue
 		}
-		if err := scanDatabase(filepath.Join(root, db.Name()), db.Name(), &s); err != nil {
+		if err := scanDatabase(filepath.Join(root, db.Name()), db.Name(), strict, &s); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
 }
 
-func scanDatabase(dir, name string, s *bucketSample) error {
+func scanDatabase(dir, name string, strict bool, s *bucketSample) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", dir, err)
@@ -77,14 +83,21 @@ func scanDatabase(dir, name string, s *bucketSample) error {
 			s.Objects += n
 			continue
 		}
-		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		levelPath := filepath.Join(dir, e.Name())
+		files, err := os.ReadDir(levelPath)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("read %s: %w", filepath.Join(dir, e.Name()), err)
+			return fmt.Errorf("read %s: %w", levelPath, err)
 		}
 		for _, f := range files {
 			_, maxTXID, err := ltx.ParseFilename(f.Name())
 			if err != nil {
 				continue // not an LTX object (MinIO's own entries)
+			}
+			if strict {
+				if _, err := os.Stat(filepath.Join(levelPath, f.Name(), "xl.meta")); err != nil {
+					s.Husks++
+					continue
+				}
 			}
 			s.Objects++
 			newest = max(newest, maxTXID)

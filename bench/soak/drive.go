@@ -144,7 +144,7 @@ func (s *sampler) row(w load.Second) {
 	} else {
 		win.GoMapped, win.SQLiteMem = m.GoMapped, m.SQLite
 	}
-	if b, err := scanMinIO(s.root); err != nil {
+	if b, err := scanMinIO(s.root, false); err != nil {
 		win.ProbeError = err.Error()
 	} else {
 		win.Objects, win.L0Files, win.L0Backlog = b.Objects, b.L0Files, b.L0Behind
