@@ -90,9 +90,28 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	if db == nil && statErr != nil && !purge {
 		return NotFound(name)
 	}
+	if db == nil && statErr == nil && !purge {
+		// A local file not open here may hold commits the replica lacks (a
+		// final upload that failed, a crash under async durability): open
+		// it so that closing it uploads them before the file goes.
+		opened, err := h.open(ctx, name, false, false)
+		if err != nil {
+			return err
+		}
+		h.mu.Lock()
+		delete(h.dbs, name)
+		h.mu.Unlock()
+		db = opened
+	}
 	if db != nil {
 		db.deleting.Store(true)
 		if err := db.close(ctx); err != nil {
+			if !purge {
+				// The replica is what the next use restores: deleting the
+				// only copy of acknowledged commits would lose them.
+				return dberr.ForDatabase(dberr.CodeUnavailable, name, "database "+quote(name)+" not deleted: "+err.Error()+
+					"; its local file is kept; retry once the replica is reachable, or delete with ?purge=true to discard it everywhere")
+			}
 			h.opts.Logger.Warn("closing database for delete", "db", name, "err", err)
 		}
 	}
