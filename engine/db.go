@@ -86,6 +86,9 @@ type DB struct {
 	posFile positionFile            // <db>-sluice, rewritten after each upload
 	fenced  error
 	closed  bool
+	// checkpointWarned: when a failing automatic checkpoint was last logged.
+	// It is retried at every Sync; a full disk would log it every second.
+	checkpointWarned time.Time
 
 	// The pending file's size, for Unshipped() without mu.
 	unshippedBytes, unshippedPages atomic.Int64
@@ -354,8 +357,9 @@ func (db *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	if db.wcur.frames() >= int64(db.opts.CheckpointPages) {
 		if err := db.checkpointLocked(ctx); errors.Is(err, ErrFenced) {
 			return db.pos, err
-		} else if err != nil {
-			db.log.Warn("automatic checkpoint failed; will try again after the next change", "err", err)
+		} else if err != nil && time.Since(db.checkpointWarned) >= time.Minute {
+			db.checkpointWarned = time.Now()
+			db.log.Warn("automatic checkpoint failed; retried at each upload, logged at most once a minute", "err", err)
 		}
 	}
 	return db.pos, nil

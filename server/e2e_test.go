@@ -109,8 +109,8 @@ func post(base, db, body string) (int, string, error) {
 	return resp.StatusCode, string(b), nil
 }
 
-// TestServeBinaryKill9LosesNoAcknowledgedWrite is the durability
-// check: the real binary against MinIO, writes under load, kill -9, then the
+// TestServeBinaryKill9LosesNoAcknowledgedWrite is the durability promise
+// itself: the real binary against MinIO, writes under load, kill -9, then the
 // replica must hold every write that was answered 200.
 func TestServeBinaryKill9LosesNoAcknowledgedWrite(t *testing.T) {
 	minio := testenv.MinIO(t)

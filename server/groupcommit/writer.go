@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +193,7 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		r.err = nil
 		if safe {
 			if err := w.Run("SAVEPOINT " + savepointName); err != nil {
-				c.abortGroup(live, "savepoint failed: "+err.Error())
+				c.abortGroup(live, "savepoint failed", err)
 				return nil, false
 			}
 		}
@@ -208,7 +209,7 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 			// closes whatever the request left open.
 			if !w.Autocommit() {
 				if err := c.txControl("ROLLBACK"); err != nil {
-					c.abortGroup(live, "rollback failed: "+err.Error())
+					c.abortGroup(live, "rollback failed", err)
 					return nil, false
 				}
 			}
@@ -220,7 +221,7 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 			}
 			if !w.Autocommit() {
 				if err := c.txControl("ROLLBACK"); err != nil {
-					c.abortGroup(live, "rollback failed: "+err.Error())
+					c.abortGroup(live, "rollback failed", err)
 					return nil, false
 				}
 			}
@@ -230,7 +231,7 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 		}
 		if r.err != nil {
 			if e1, e2 := w.Run("ROLLBACK TO "+savepointName), w.Run("RELEASE "+savepointName); e1 != nil || e2 != nil {
-				c.abortGroup(live, "rollback to savepoint failed")
+				c.abortGroup(live, "rollback to savepoint failed", nil)
 				return nil, false
 			}
 			continue
@@ -239,12 +240,12 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 			continue
 		}
 		if err := w.Run("RELEASE " + savepointName); err != nil {
-			c.abortGroup(live, "release savepoint failed: "+err.Error())
+			c.abortGroup(live, "release savepoint failed", err)
 			return nil, false
 		}
 	}
 	if err := c.txControl("COMMIT"); err != nil {
-		c.abortGroup(live, "commit failed: "+err.Error())
+		c.abortGroup(live, "commit failed", err)
 		return nil, false
 	}
 	return nil, true
@@ -256,12 +257,27 @@ func (c *Committer) txControl(sql string) error {
 	return c.opts.Writer.RunTxControl(sql)
 }
 
-func (c *Committer) abortGroup(live []*writeReq, why string) {
+// abortGroup rolls the group back and answers every request in it. A full
+// disk answers with SQLite's own code (what a client sees on a local file):
+// not the server's bug but its operator's to fix, and the retry works once
+// there is room.
+func (c *Committer) abortGroup(live []*writeReq, why string, cause error) {
 	if !c.opts.Writer.Autocommit() {
 		_ = c.txControl("ROLLBACK")
 	}
+	code := dberr.CodeInternal
+	if cause != nil {
+		why += ": " + cause.Error()
+		if e := dberr.As(sqlconn.Translate(cause)); e != nil && strings.HasPrefix(e.Code, codeDiskFull) {
+			code = e.Code
+			why += " (the server's disk is full)"
+		}
+	}
 	c.log.Error("write group failed; nothing of it was committed", "db", c.name, "requests", len(live), "reason", why)
 	for _, r := range live {
-		finish(r, 0, dberr.ForDatabase(dberr.CodeInternal, c.name, "database "+quote(c.name)+": "+why+"; nothing was committed, retry"))
+		finish(r, 0, dberr.ForDatabase(code, c.name, "database "+quote(c.name)+": "+why+"; nothing was committed, retry"))
 	}
 }
+
+// codeDiskFull is SQLite's code for a write that found no room on the disk.
+const codeDiskFull = "SQLITE_FULL"
