@@ -23,13 +23,14 @@ const spoolChunk = 256 << 10
 type spool struct {
 	dir, name string
 	mem       [][]byte // fixed-size chunks: growing one slice would copy it over and over
-	f         *os.File // unlinked at once: nothing is left behind by a crash
+	f         *overflow
 	w         *bufio.Writer
 	size      int64
 }
 
 // newSpool keeps its overflow file in dir (the database's directory: the
-// system temp directory may be a RAM-backed tmpfs).
+// system temp directory may be a RAM-backed tmpfs), or in the system temp
+// directory when dir has no room (see overflow).
 func newSpool(dir, name string) *spool { return &spool{dir: dir, name: name} }
 
 func (s *spool) Write(p []byte) (int, error) {
@@ -52,11 +53,10 @@ func (s *spool) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if s.f == nil {
-		f, err := os.CreateTemp(s.dir, "."+filepath.Base(s.name)+"-sluice-spool-*")
+		f, err := createOverflow(s.dir, s.name)
 		if err != nil {
 			return 0, s.failed(err)
 		}
-		_ = os.Remove(f.Name())
 		s.f, s.w = f, bufio.NewWriterSize(f, spoolChunk)
 		for _, c := range s.mem {
 			if _, err := s.w.Write(c); err != nil {
@@ -87,7 +87,7 @@ func (s *spool) finish() error {
 
 func (s *spool) ReadAt(p []byte, off int64) (int, error) {
 	if s.f != nil {
-		return s.f.ReadAt(p, off)
+		return s.f.file.ReadAt(p, off)
 	}
 	n := 0
 	for _, c := range s.mem {
@@ -132,7 +132,7 @@ func (s *spool) reader() *io.SectionReader { return io.NewSectionReader(s, 0, s.
 // close releases the memory or the temporary file.
 func (s *spool) close() {
 	if s.f != nil {
-		_ = s.f.Close()
+		_ = s.f.file.Close()
 		s.f = nil
 	}
 	s.mem, s.w = nil, nil
@@ -141,5 +141,70 @@ func (s *spool) close() {
 // failed wraps an error of the spool's own file in ErrLocalDisk: the local
 // disk, not the replica, is what keeps the file from shipping.
 func (s *spool) failed(err error) error {
-	return fmt.Errorf("%w: spool the LTX file of %s beside it: %w", ErrLocalDisk, s.name, err)
+	return fmt.Errorf("%w: spool the LTX file of %s: %w", ErrLocalDisk, s.name, err)
+}
+
+// overflow is the spool's temporary file, unlinked at once (nothing is left
+// behind by a crash). It starts beside the database; when that disk refuses
+// it (full, read-only, over quota) it moves to the system temp directory
+// with what it holds: commits the application already made must still
+// reach the replica while its disk has no room for anything.
+type overflow struct {
+	file    *os.File
+	name    string // the database's path, for the file's name
+	written int64
+	moved   bool // in the system temp directory already
+}
+
+func createOverflow(dir, name string) (*overflow, error) {
+	o := &overflow{name: name}
+	f, err := o.create(dir)
+	if err != nil {
+		f, err = o.create(os.TempDir())
+		if err != nil {
+			return nil, err
+		}
+		o.moved = true
+	}
+	o.file = f
+	return o, nil
+}
+
+func (o *overflow) create(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "."+filepath.Base(o.name)+"-sluice-spool-*")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	return f, nil
+}
+
+func (o *overflow) Write(p []byte) (int, error) {
+	n, err := o.file.Write(p)
+	o.written += int64(n)
+	if err == nil || o.moved {
+		return n, err
+	}
+	if merr := o.moveToTemp(); merr != nil {
+		return n, fmt.Errorf("%w (and in %s: %w)", err, os.TempDir(), merr)
+	}
+	m, err := o.file.Write(p[n:])
+	o.written += int64(m)
+	return n + m, err
+}
+
+// moveToTemp copies what was written to a new file in the system temp
+// directory and continues there.
+func (o *overflow) moveToTemp() error {
+	f, err := o.create(os.TempDir())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, io.NewSectionReader(o.file, 0, o.written)); err != nil {
+		_ = f.Close()
+		return err
+	}
+	_ = o.file.Close()
+	o.file, o.moved = f, true
+	return nil
 }

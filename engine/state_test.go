@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
+	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/superfly/ltx"
 )
 
@@ -33,13 +36,46 @@ func TestPositionFileRewritesInPlace(t *testing.T) {
 	}
 }
 
-// A captured file the local disk cannot hold fails as ErrLocalDisk, so the
-// sidecar blames the disk, not the replica.
+// A captured file neither the database's disk nor the temp directory can
+// hold fails as ErrLocalDisk, so the sidecar blames the disk, not the replica.
 func TestSpoolFailureIsALocalDiskError(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing", "tmp")) // the fallback fails too
 	s := newSpool(filepath.Join(t.TempDir(), "missing", "dir"), "app.db")
 	_, err := s.Write(make([]byte, spoolMemory+1))
 	if !errors.Is(err, ErrLocalDisk) {
 		t.Fatalf("spool write into a missing directory: %v, want ErrLocalDisk", err)
 	}
 	s.close()
+}
+
+// A spool whose file fills the database's disk moves, with what it holds,
+// to the temp directory: commits already made ship while that disk is full.
+func TestSpoolMovesToTheTempDirectoryWhenTheDiskIsFull(t *testing.T) {
+	disk, _ := testenv.SmallDisk(t, "1m")
+	t.Setenv("TMPDIR", t.TempDir())
+	want := make([]byte, spoolMemory+3<<20)
+	for i := range want {
+		want[i] = byte(i*13 + i/4096)
+	}
+	s := newSpool(disk, "app.db")
+	defer s.close()
+	for off := 0; off < len(want); off += 100_000 {
+		if _, err := s.Write(want[off:min(off+100_000, len(want))]); err != nil {
+			t.Fatalf("spool write at %d on a full disk: %v", off, err)
+		}
+	}
+	must(t, s.finish())
+	if s.f == nil || !s.f.moved {
+		t.Fatal("the spool did not move to the temp directory")
+	}
+	same, err := sameBytes(s.reader(), bytes.NewReader(want))
+	must(t, err)
+	if !same {
+		t.Fatal("the moved spool reads back differently")
+	}
+	var st syscall.Statfs_t
+	must(t, syscall.Statfs(disk, &st))
+	if st.Bfree < st.Blocks*9/10 {
+		t.Errorf("the full disk kept %d of %d blocks after the spool moved", st.Blocks-st.Bfree, st.Blocks)
+	}
 }

@@ -3,43 +3,23 @@ package server
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore"
 )
 
-// mountSmallDisk mounts a tmpfs of size bytes at a new directory: a disk
-// that fills up. It needs root (as the test machines run); elsewhere the
-// test cannot make a disk full and says so.
-func mountSmallDisk(t *testing.T, size string) (dir string, resize func(string)) {
-	t.Helper()
-	dir = filepath.Join(t.TempDir(), "disk")
-	if out, err := exec.Command("mkdir", "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mkdir: %v %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("a full disk is simulated with a tmpfs mount, which this machine refuses: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir, func(size string) {
-		if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
-			t.Fatalf("resize the tmpfs: %v %s", err, out)
-		}
-	}
-}
-
 // A full disk under the data directory: writes fail with SQLite's own
 // SQLITE_FULL and commit nothing, reads and /health go on, writes resume
 // once there is room, and the replica holds exactly the acknowledged rows.
 func TestServeDiskFullRefusesWritesThenRecovers(t *testing.T) {
-	disk, resize := mountSmallDisk(t, "4m")
+	disk, resize := testenv.SmallDisk(t, "4m")
 	replicaDir := t.TempDir()
 	bin := buildSluice(t)
 	p := startServe(t, bin, nil, "-data", filepath.Join(disk, "data"), "-replica", "file://"+replicaDir)

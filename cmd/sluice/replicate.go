@@ -278,7 +278,7 @@ func replicateAll(ctx context.Context, targets []dbTarget, cc compact.Config, lo
 			unavailable = fmt.Sprintf("sluice: REPLICA UNAVAILABLE: %s: no upload accepted by %s for %s (%s)",
 				targets[i].Path, redactURL(targets[i].ReplicaURL), ue.For.Round(time.Second), shortCause(ue.Err))
 			if errors.Is(ue.Err, engine.ErrLocalDisk) && localDisk == "" {
-				localDisk = fmt.Sprintf("sluice: LOCAL DISK: %s: changes could not be kept for upload for %s (%s): free space beside the database; the replica was not at fault",
+				localDisk = fmt.Sprintf("sluice: LOCAL DISK: %s: changes could not be kept for upload for %s (%s): free space beside the database or in the temp directory; the replica was not at fault",
 					targets[i].Path, ue.For.Round(time.Second), shortCause(ue.Err))
 			}
 		}
