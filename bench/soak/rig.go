@@ -31,7 +31,7 @@ type rig struct {
 	work      string
 }
 
-// startRig starts MinIO and sluice serve -durability sync replicating to it,
+// startRig starts MinIO and sluice serve (o.Durability) replicating to it,
 // and creates the databases with the soak table.
 func startRig(ctx context.Context, o Options) (g *rig, err error) {
 	g = &rig{work: o.WorkDir}
@@ -57,7 +57,7 @@ func startRig(ctx context.Context, o Options) (g *rig, err error) {
 	if o.ServeConfig != "" {
 		env.ServeArgs = []string{"-config", o.ServeConfig}
 	}
-	if g.srv, err = env.StartSluice(ctx, "sync"); err != nil {
+	if g.srv, err = env.StartSluice(ctx, o.Durability); err != nil {
 		return g, err
 	}
 	u, err := url.Parse(g.srv.Replica)

@@ -1,5 +1,5 @@
 // Package soak is `sluice-bench soak`: minutes of sustained single-row
-// inserts against `sluice serve -durability sync` replicating to a local
+// inserts against `sluice serve` (-durability sync or async) replicating to a local
 // MinIO, on one database or spread over many. Every window it prints the
 // acknowledged writes, errors and p99 beside the server's RSS, open
 // descriptors and connections to the store, and the bucket's objects,
@@ -39,6 +39,7 @@ type Options struct {
 	WorkDir     string        // default: a temp dir, removed afterwards
 	JSON        string        // write the report here too
 	ServeConfig string        // sluice serve -config FILE (tuning under test)
+	Durability  string        // sync (default) or async
 	Out         io.Writer
 }
 
@@ -111,6 +112,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Window <= 0 {
 		o.Window = 10 * time.Second
 	}
+	switch o.Durability {
+	case "":
+		o.Durability = "sync"
+	case "sync", "async":
+	default:
+		return nil, fmt.Errorf("soak: -durability must be sync or async, not %q", o.Durability)
+	}
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
@@ -131,8 +139,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.ServeConfig != "" {
 		fmt.Fprintf(o.Out, "sluice serve -config %s\n", o.ServeConfig)
 	}
-	fmt.Fprintf(o.Out, "sluice bench soak: %s of single-row inserts, %d connections, %d database(s), sluice serve -durability sync -> MinIO (%s)\n",
-		fmtDur(o.Duration), o.Connections, o.Databases, g.srv.Replica)
+	fmt.Fprintf(o.Out, "sluice bench soak: %s of single-row inserts, %d connections, %d database(s), sluice serve -durability %s -> MinIO (%s)\n",
+		fmtDur(o.Duration), o.Connections, o.Databases, o.Durability, g.srv.Replica)
 	fmt.Fprintf(o.Out, "compaction: level 1 every %s, level 2 every %s (crossed about %d times); level-0 files kept %s after compaction\n",
 		fmtDur(l1), fmtDur(compact.DefaultLevels[1].Interval), int(o.Duration/l1), fmtDur(compact.DefaultL0Retention))
 	fmt.Fprintf(o.Out, "per %s window: peaks of once-a-second samples of /proc/%d (RSS, descriptors, established connections to MinIO's port %d); bucket counts at the window's end from MinIO's data directory\n\n",

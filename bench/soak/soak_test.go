@@ -171,3 +171,10 @@ func TestSampleProcCountsOwnConnections(t *testing.T) {
 		c.Close()
 	}
 }
+
+func TestRunRefusesAnUnknownDurability(t *testing.T) {
+	_, err := Run(t.Context(), Options{Duration: time.Second, Connections: 1, Databases: 1, Durability: "fast", WorkDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "sync or async") {
+		t.Fatalf("durability \"fast\": %v, want a usage error naming sync and async", err)
+	}
+}

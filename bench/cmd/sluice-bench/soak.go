@@ -18,7 +18,7 @@ func runBenchSoak(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), `Usage: sluice-bench soak [flags]
 
-Sustained single-row inserts against sluice serve -durability sync replicating to a local MinIO.
+Sustained single-row inserts against sluice serve (-durability sync, or async) replicating to a local MinIO.
 Every window prints acknowledged writes/s, errors, p99, and the server's RSS (with the MiB the Go
 runtime and SQLite hold of it), open descriptors, connections to the store, objects, level-0 files and level-0 backlog in the bucket. Fails (exit 1)
 if a window acknowledges nothing or a resource keeps growing (the rules are printed), then
@@ -36,6 +36,7 @@ Flags:`)
 	fs.DurationVar(&o.Warmup, "warmup", time.Minute, "left out of the growth rules")
 	fs.StringVar(&o.JSON, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&o.ServeConfig, "config", "", "sluice serve config file (YAML) to soak a tuning; the soak's own flags override its data, listen, replica and durability")
+	fs.StringVar(&o.Durability, "durability", "sync", "sluice serve's durability: sync (a write answered once in the bucket) or async (once committed locally; every answered write must still be restored after SIGTERM)")
 	fs.StringVar(&o.WorkDir, "dir", "", "work directory (MinIO, server data), kept afterwards (default: a temp dir, removed)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
