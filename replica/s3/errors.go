@@ -36,6 +36,7 @@ const (
 	fixRejected    = "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 	fixDenied      = "allow s3:ListBucket, GetObject, PutObject and DeleteObject on the bucket to this key"
 	fixBucket      = "create the bucket or correct its name in the replica URL"
+	fixBucketName  = "bucket names are 3 to 63 lowercase letters, digits, dots and hyphens: correct the replica URL"
 	fixEndpoint    = "correct the endpoint= parameter of the replica URL"
 )
 
@@ -56,6 +57,8 @@ func classify(err error) error {
 		switch api.ErrorCode() {
 		case "NoSuchBucket":
 			return &replica.StoreError{Kind: replica.ErrNoBucket, Cause: cause, Fix: fixBucket}
+		case "InvalidBucketName": // no retry makes such a bucket exist
+			return &replica.StoreError{Kind: replica.ErrNoBucket, Cause: cause, Fix: fixBucketName}
 		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity", "AuthorizationHeaderMalformed":
 			return &replica.StoreError{Kind: replica.ErrAccessDenied, Cause: cause, Fix: fixRejected}
 		case "AccessDenied", "AllAccessDisabled", "AccountProblem", "Forbidden":

@@ -33,6 +33,7 @@ func TestErrorClassification(t *testing.T) {
 		}
 	}
 	check("missing bucket", replica.Probe(ctx, open(t, mn.URL("no-such-bucket-x", "p"))), replica.ErrNoBucket, true)
+	check("invalid bucket name", replica.Probe(ctx, open(t, mn.URL("bk", "p"))), replica.ErrNoBucket, true)
 	check("unresolvable endpoint", replica.Probe(ctx, open(t, "s3://b/p?endpoint=http://no-such-host.invalid:9000&force-path-style=true&region=us-east-1")), replica.ErrBadEndpoint, true)
 	port := testenv.FreePort()
 	check("refused connection", replica.Probe(ctx, open(t, "s3://b/p?force-path-style=true&region=us-east-1&endpoint=http://127.0.0.1:"+strconv.Itoa(port))), replica.ErrUnavailable, false)
