@@ -21,6 +21,9 @@ var (
 	// ErrUnavailable: the store did not answer or answered with a server
 	// error; retrying later may succeed.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrNoConditionalWrites: the store let a create-if-absent replace an
+	// object, so it cannot fence a second writer (see Probe).
+	ErrNoConditionalWrites = errors.New("the store ignores conditional writes")
 )
 
 // StoreError is a classified store failure: one short cause and, for
@@ -46,14 +49,15 @@ func (e *StoreError) Unwrap() error { return e.Kind }
 
 // Permanent reports whether err is a configuration error that retrying
 // cannot fix: missing or rejected credentials, a missing bucket, a host
-// that does not resolve, or a local permission error.
+// that does not resolve, a local permission error, or a store without
+// conditional writes.
 func Permanent(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return false
 	}
 	return errors.Is(err, ErrNoCredentials) || errors.Is(err, ErrAccessDenied) ||
-		errors.Is(err, ErrNoBucket) || errors.Is(err, ErrBadEndpoint)
+		errors.Is(err, ErrNoBucket) || errors.Is(err, ErrBadEndpoint) || errors.Is(err, ErrNoConditionalWrites)
 }
 
 // Shorten caps a cause taken from an SDK message at max bytes, on one line.

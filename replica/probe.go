@@ -14,9 +14,14 @@ import (
 // take its name.
 const ProbePrefix = SluiceDir + "/probe/"
 
-// Probe checks that the store can be listed and written: it lists
-// ProbePrefix, creates one small object there and deletes it. Errors wrap the
-// backend's classification (see Permanent).
+// Probe checks that the store can be listed and written, and that it
+// honours conditional writes: it lists ProbePrefix, creates one small object
+// there, tries to create it again (which must fail with ErrExists) and
+// deletes it. A store that ignores If-None-Match would let two instances
+// overlapping in a deploy both extend the history, which is exactly what
+// the conditional creates of LTX files and leases are there to prevent:
+// such a store fails with ErrNoConditionalWrites. Errors wrap the backend's
+// classification (see Permanent).
 func Probe(ctx context.Context, s Store) error {
 	if _, err := s.List(ctx, ProbePrefix); err != nil {
 		return err
@@ -28,8 +33,16 @@ func Probe(ctx context.Context, s Store) error {
 	if _, err := s.PutIfAbsent(ctx, key, strings.NewReader(body), int64(len(body))); err != nil {
 		return err
 	}
+	_, again := s.PutIfAbsent(ctx, key, strings.NewReader(body), int64(len(body)))
 	if err := s.Delete(ctx, key); err != nil {
 		return fmt.Errorf("delete probe object: %w", err)
+	}
+	switch {
+	case again == nil:
+		return &StoreError{Kind: ErrNoConditionalWrites, Cause: "a second create-if-absent of one key succeeded",
+			Fix: "use a store that honours If-None-Match (AWS S3, GCS, Azure, R2, MinIO): without it sluice cannot fence a second writer"}
+	case !errors.Is(again, ErrExists):
+		return again
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ const exitCodes = `Exit codes:
   3  fenced: another writer owns the replica
   4  lease held by another process (-lease-fail-fast)
   5  replica unusable: no credentials, no bucket, access denied, bad endpoint,
-     or no upload accepted within -replica-error-budget`
+     no conditional writes, or no upload accepted within -replica-error-budget`
 
 // failFlags are the fail-closed settings of replicate and run.
 type failFlags struct {

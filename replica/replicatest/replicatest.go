@@ -48,6 +48,22 @@ func RunConformance(t *testing.T, newStore func(t *testing.T) replica.Store) {
 	t.Run("Delete", func(t *testing.T) { testDelete(t, open(t)) })
 	t.Run("CancelledContext", func(t *testing.T) { testCancelled(t, open(t)) })
 	t.Run("LTXLayout", func(t *testing.T) { testLTXLayout(t, open(t)) })
+	t.Run("Probe", func(t *testing.T) { testProbe(t, open(t)) })
+}
+
+// testProbe: the start-up probe passes on the store and leaves nothing behind.
+func testProbe(t *testing.T, s replica.Store) {
+	ctx := ctxT(t)
+	if err := replica.Probe(ctx, s); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	left, err := s.List(ctx, replica.ProbePrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("the probe left %d object(s): %s", len(left), left[0].Key)
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
