@@ -22,6 +22,7 @@ var errChangedWhileReading = errors.New("database changed while it was being rea
 // capture turns the committed frames past the cursor into one pending LTX
 // file. It runs right after rotateRead, under the new read transaction.
 func (db *DB) capture() error {
+	began := time.Now()
 	if db.resyncWhy != "" {
 		return db.resync(db.resyncWhy)
 	}
@@ -195,7 +196,7 @@ func (db *DB) capture() error {
 	}
 	db.commit, db.xor, db.txid = commit, x, txid
 	db.advance(end, newGen, offsets)
-	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n})
+	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n, captured: began})
 	db.stats.captures.Add(1)
 	return nil
 }
@@ -263,6 +264,7 @@ func allPages(commit, pageSize uint32) []uint32 {
 // encodes the listed pages (every page when pre.TXID is 0: a snapshot) as the
 // file after pre. Each page is read again and must match its checksum.
 func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.Pos) error {
+	began := time.Now()
 	x := xorAll(sums)
 	post := ltx.ChecksumFlag | x
 	if pre.TXID == 0 {
@@ -301,7 +303,7 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 		return fmt.Errorf("database %s: %w", db.path, err)
 	}
 	db.adopt(v, sums, txid)
-	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n})
+	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n, captured: began})
 	return nil
 }
 

@@ -19,10 +19,11 @@ import (
 // file) means a failed upload is retried with exactly the same content and
 // TXID, and that captured frames never need the WAL again.
 type pendingFile struct {
-	txid  ltx.TXID
-	data  *spool
-	post  ltx.Pos
-	pages int
+	txid     ltx.TXID
+	data     *spool
+	post     ltx.Pos
+	pages    int
+	captured time.Time // when its capture began (reported for large files)
 	// uncertain is set when an attempt failed in a way that may still have
 	// stored the object (a timeout, a cancelled request, a lost response).
 	uncertain bool
@@ -129,7 +130,12 @@ func (db *DB) upload(ctx context.Context) error {
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
-	db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size)
+	if p.data.size >= largeFile {
+		db.log.Info("shipped", "txid", p.txid.String(), "pages", p.pages, "mib", mib(p.data.size),
+			"took", time.Since(p.captured).Round(time.Millisecond).String())
+	} else {
+		db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size)
+	}
 	if db.opts.OnShip != nil {
 		db.opts.OnShip(f, body)
 	}
@@ -141,6 +147,9 @@ func (db *DB) uploadOnce(ctx context.Context, p *pendingFile) (replica.LTXFile, 
 	ctx, wd, stop := replica.WithWatchdog(ctx, db.opts.UploadStall)
 	defer stop()
 	key := replica.LTXKey(0, p.txid, p.txid)
+	if p.data.size >= largeFile {
+		defer db.reportUpload(p)()
+	}
 	_, err := db.store.PutIfAbsent(ctx, key, wd.Reader(p.data.reader()), p.data.size)
 	if errors.Is(err, replica.ErrExists) {
 		return replica.LTXFile{}, fmt.Errorf("%s in %s is already taken by another writer: %w", key, db.store, err)
