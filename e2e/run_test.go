@@ -58,6 +58,11 @@ func TestRunRestoresOnBootReplicatesAndKeepsExitCode(t *testing.T) {
 	if !strings.Contains(out, "count-at-start 250") {
 		t.Fatalf("second boot did not restore the 250 rows:\n%s", out)
 	}
+	// The log says the restore began (with its size) before it says it ended.
+	began, ended := strings.Index(out, `msg="restoring on boot"`), strings.Index(out, `msg="restored on boot"`)
+	if began < 0 || ended < began {
+		t.Fatalf("the boot log does not say the restore began before it ended:\n%s", out)
+	}
 }
 
 func TestRunForwardsSignalsAndShipsTheLastWrite(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,30 @@ func (p *progressBar) finish(ok bool) {
 	defer p.mu.Unlock()
 	if p.drawn {
 		fmt.Fprintln(p.w)
+	}
+}
+
+// logProgress is a restore's progress for a log (a restore on boot, where
+// no terminal watches): one line when the first bytes arrive, naming the
+// size, then one every `every` until done. Without it a boot that restores
+// a large database says nothing for minutes.
+func logProgress(logger *slog.Logger, what, path string, every time.Duration) func(done, total int64) {
+	var last time.Time
+	return func(done, total int64) {
+		now := time.Now()
+		switch {
+		case last.IsZero():
+			logger.Info(what, "db", path, "size", formatBytes(total))
+		case now.Sub(last) >= every && done < total:
+			percent := int64(0)
+			if total > 0 {
+				percent = done * 100 / total
+			}
+			logger.Info(what, "db", path, "done", formatBytes(done), "of", formatBytes(total), "percent", percent)
+		default:
+			return
+		}
+		last = now
 	}
 }
 

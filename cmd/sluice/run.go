@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/replica"
@@ -97,7 +98,8 @@ func restoreMissing(ctx context.Context, targets []dbTarget, lf leaseFlags, leas
 		if _, err := os.Stat(t.Path); err == nil {
 			continue
 		}
-		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger})
+		res, err := restore.Restore(ctx, store, t.Path, restore.Options{Logger: logger,
+			Progress: logProgress(logger, "restoring on boot", t.Path, 10*time.Second)})
 		switch {
 		case errors.Is(err, restore.ErrNoReplica):
 			logger.Info("no replica yet; starting with a new database", "db", t.Path)
