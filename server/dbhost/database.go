@@ -181,7 +181,8 @@ func (db *database) finishClose(ctx context.Context) error {
 		c.Close()
 	}
 	if err != nil && !db.opts.Replication.fenced(err) {
-		return fmt.Errorf("close database %q: final upload to %s failed: %w", db.name, db.store, err)
+		return fmt.Errorf("close database %q: final upload to %s failed (its commits stay in %s and are uploaded when it is next opened with the replica reachable): %w",
+			db.name, db.store, db.path, err)
 	}
 	return nil
 }

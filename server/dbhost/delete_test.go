@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,6 +114,8 @@ func TestDeleteOfAClosedDatabaseUploadsItsLocalCommits(t *testing.T) {
 	defer cancel()
 	if err := first.Close(cctx); err == nil {
 		t.Fatal("close reported success with a commit missing from the replica")
+	} else if !strings.Contains(err.Error(), "commits stay in "+first.path("d")) {
+		t.Errorf("close error does not say where the commits are: %v", err)
 	}
 	store.down.Store(false)
 
