@@ -29,7 +29,8 @@ try:
 except sqlite3.OperationalError as e:
     if "full" not in str(e):
         raise
-    db.execute("ROLLBACK") if db.in_transaction else None
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 print(n, flush=True)
 `
 
