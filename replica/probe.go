@@ -40,7 +40,7 @@ func Probe(ctx context.Context, s Store) error {
 	switch {
 	case again == nil:
 		return &StoreError{Kind: ErrNoConditionalWrites, Cause: "a second create-if-absent of one key succeeded",
-			Fix: "use a store that honours If-None-Match (AWS S3, GCS, Azure, R2, MinIO): without it sluice cannot fence a second writer"}
+			Fix: "use a store that honours If-None-Match (AWS S3, GCS, Azure, MinIO): without it sluice cannot fence a second writer"}
 	case !errors.Is(again, ErrExists):
 		return again
 	}
