@@ -1,16 +1,15 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -26,23 +25,6 @@ func (s slowStore) PutIfAbsent(ctx context.Context, k string, r io.Reader, n int
 	return s.Store.PutIfAbsent(ctx, k, r, n)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A large file's upload says it is still running while it runs, and that
 // it shipped once done, without -v; a small one stays quiet.
 func TestLargeUploadReportsProgress(t *testing.T) {
@@ -54,7 +36,7 @@ func TestLargeUploadReportsProgress(t *testing.T) {
 	for i := 0; i < 500; i++ { // about 500 KiB that does not compress: a large first snapshot
 		a.exec("INSERT INTO t(v) VALUES (randomblob(1000))")
 	}
-	var logs syncBuffer
+	var logs testenv.Output
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	db := openDB(t, path, slowStore{newStore(t), 200 * time.Millisecond}, Options{Logger: log, UploadStall: time.Minute})
 	sync1(t, db)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,17 +69,7 @@ func TestServeDiskFullRefusesWritesThenRecovers(t *testing.T) {
 		acked[id] = true
 		id++
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", p.err, p.log.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit 30 s after SIGTERM")
-	}
+	p.terminate(t)
 
 	store, err := file.New(replicaDir)
 	if err != nil {

@@ -42,7 +42,7 @@ func buildSluice(t *testing.T) string {
 type serveProc struct {
 	cmd  *exec.Cmd
 	base string
-	log  *lockedLog
+	log  *testenv.Output
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, valid after done
 }
@@ -53,7 +53,7 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin, append([]string{"serve", "-listen", addr}, args...)...)
 	cmd.Env = append(os.Environ(), env...) // AWS_CA_BUNDLE stays set: the S3 client must cope
-	log := &lockedLog{}
+	log := &testenv.Output{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -78,25 +78,6 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *servePr
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// lockedLog collects a child's output, written by exec's copying goroutines
-// while the test reads it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func post(base, db, body string) (int, string, error) {
@@ -192,11 +173,20 @@ func TestServeBinaryKill9LosesNoAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("write after restore: %d %s", code, body)
 	}
 	// SIGTERM: graceful, exit 0.
-	p2.cmd.Process.Signal(syscall.SIGTERM)
+	p2.terminate(t)
+}
+
+// terminate sends SIGTERM and requires exit 0 within 30 s: a graceful stop
+// that shipped everything.
+func (p *serveProc) terminate(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case <-p2.done:
-		if p2.err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", p2.err, p2.log.String())
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", p.err, p.log.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit 30 s after SIGTERM")
