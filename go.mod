@@ -14,9 +14,10 @@ require (
 	github.com/coder/websocket v1.8.12
 	github.com/fsouza/fake-gcs-server v1.47.3
 	github.com/golang-jwt/jwt/v5 v5.3.1
+	github.com/peterh/liner v1.2.3
 	github.com/superfly/ltx v0.5.2
 	github.com/tursodatabase/libsql-client-go v0.0.0-20260528064733-9d5d30a29a60
-	golang.org/x/sys v0.34.0
+	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.33.0
 	google.golang.org/api v0.155.0
 	google.golang.org/protobuf v1.31.0
@@ -24,6 +25,11 @@ require (
 	modernc.org/libc v1.65.7
 	modernc.org/sqlite v1.37.1
 	zombiezen.com/go/sqlite v1.4.2
+)
+
+require (
+	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
+	github.com/mattn/go-runewidth v0.0.31 // indirect
 )
 
 require (

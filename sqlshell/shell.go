@@ -23,9 +23,10 @@ type Shell struct {
 	// HistoryFile, if set, gets every entry appended (~/.sluice_history).
 	HistoryFile string
 
-	history []string
-	errors  int
-	depth   int // nested .read
+	history    []string
+	onRemember func(entry string) // the line editor's recall list, on a terminal
+	errors     int
+	depth      int // nested .read
 }
 
 // errQuit ends the session (.quit, .exit).
@@ -47,19 +48,28 @@ func (s *Shell) mode() string {
 func (s *Shell) Run(ctx context.Context, in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	return s.loop(ctx, &scannerInput{sc: sc, shell: s})
+}
+
+// loop runs what src yields until it ends, .quit, or ctx is done.
+func (s *Shell) loop(ctx context.Context, src lineInput) error {
 	var pending strings.Builder
 	for {
-		if s.Prompt {
-			if pending.Len() == 0 {
-				fmt.Fprint(s.ErrOut, "sluice> ")
-			} else {
-				fmt.Fprint(s.ErrOut, "   ...> ")
-			}
+		prompt := "sluice> "
+		if pending.Len() > 0 {
+			prompt = "   ...> "
 		}
-		if !sc.Scan() {
+		line, err := src.readLine(prompt)
+		if errors.Is(err, errLineCanceled) {
+			pending.Reset() // Ctrl-C drops the statement being typed, as in sqlite3
+			continue
+		}
+		if errors.Is(err, io.EOF) {
 			break
 		}
-		line := sc.Text()
+		if err != nil {
+			return err
+		}
 		if pending.Len() == 0 && strings.HasPrefix(strings.TrimSpace(line), ".") {
 			s.remember(strings.TrimSpace(line))
 			if err := s.dotCommand(ctx, strings.TrimSpace(line)); errors.Is(err, errQuit) {
@@ -85,9 +95,6 @@ func (s *Shell) Run(ctx context.Context, in io.Reader) error {
 		}
 		pending.Reset()
 		pending.WriteString(rest)
-	}
-	if err := sc.Err(); err != nil {
-		return err
 	}
 	if rest := strings.TrimSpace(pending.String()); rest != "" {
 		// End of input ends the last statement, as in sqlite3.
@@ -134,6 +141,9 @@ func (s *Shell) remember(entry string) {
 		return
 	}
 	s.history = append(s.history, entry)
+	if s.onRemember != nil {
+		s.onRemember(entry)
+	}
 	if s.HistoryFile == "" {
 		return
 	}
@@ -144,9 +154,6 @@ func (s *Shell) remember(entry string) {
 	fmt.Fprintln(f, strings.ReplaceAll(entry, "\n", " "))
 	f.Close()
 }
-
-// History is the session's entries, oldest first.
-func (s *Shell) History() []string { return append([]string(nil), s.history...) }
 
 const helpText = `.backup FILE      write a consistent copy of the database to FILE (a new SQLite file)
 .dump             print the database as SQL that rebuilds it

@@ -59,14 +59,16 @@ func setupSQL(fs *flag.FlagSet) runFunc {
 		if len(args) == 2 {
 			err = sh.RunText(ctx, args[1])
 		} else {
-			if isTerminal(os.Stdin) {
-				sh.Prompt = true
+			if isTerminal(os.Stdin) && isTerminal(os.Stdout) {
 				if home, herr := os.UserHomeDir(); herr == nil {
 					sh.HistoryFile = filepath.Join(home, ".sluice_history")
 				}
-				fmt.Fprintf(os.Stderr, "sluice sql %s: connected to %s. .help lists the commands.\n", buildVersion(), backend.Describe())
+				fmt.Fprintf(os.Stderr, "sluice sql %s: connected to %s. .help lists the commands; arrows recall, Tab completes, Ctrl-D leaves.\n", buildVersion(), backend.Describe())
+				err = sh.RunTerminal(ctx)
+			} else {
+				sh.Prompt = isTerminal(os.Stdin) // typing with the output piped: prompts, no line editing
+				err = sh.Run(ctx, os.Stdin)
 			}
-			err = sh.Run(ctx, os.Stdin)
 		}
 		if cerr := backend.Close(); cerr != nil && err == nil {
 			err = cerr
