@@ -3,8 +3,14 @@
 # non-root user and nothing else.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t sluice .
+#   docker run -p 8080:8080 -v sluice-data:/data sluice
+#
+# With no arguments it serves /data on :$PORT (8080 unless the platform sets
+# PORT, as Cloud Run does), replicating to /data/replica, with a token it
+# generates at first start, prints once and keeps in /data/.sluice-token.
+# For real durability name a bucket and your own token:
 #   docker run -p 8080:8080 -v sluice-data:/data sluice serve -data /data \
-#     -addr 0.0.0.0:8080 -replica s3://BUCKET/sluice -token "$TOKEN"
+#     -replica s3://BUCKET/sluice -token "$TOKEN"
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -22,6 +28,8 @@ COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 WORKDIR /data
 VOLUME /data
+# serve listens on :$PORT when -addr is not given; platforms may override it.
+ENV PORT=8080
 EXPOSE 8080
 ENTRYPOINT ["sluice"]
-CMD ["serve", "-data", "/data", "-addr", "0.0.0.0:8080"]
+CMD ["serve", "-data", "/data"]

@@ -9,7 +9,9 @@ TOOLS     ?= $(HOME)/.cache/sluice-tools
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS   := $(if $(VERSION),-X main.version=$(VERSION))
 export SLUICE_TOOLS := $(TOOLS)
-export PATH := $(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
+# The tests' Python (Litestream, the Python clients) lives in a virtual
+# environment of the project's, first on PATH: the system Python is untouched.
+export PATH := $(TOOLS)/venv/bin:$(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 
 # Packages on the write path run under the race detector.
 RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/... ./replicated/...
@@ -32,7 +34,8 @@ bench-bin:
 run: sluice
 	./$(BIN) serve
 
-## test: install what the tests need (idempotent), then lint and run every test.
+## test: install what the tests need (idempotent), then lint and run every test
+## (-count=1: a second `make test` runs them again, never from Go's test cache).
 test: deps lint unit
 
 deps:
@@ -45,9 +48,9 @@ lint:
 	cd bench && $(GO) vet ./...
 
 unit:
-	$(GO) test -race -timeout 30m $(RACE_PKGS)
-	$(GO) test -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
-	cd bench && $(GO) test -timeout 50m ./...
+	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
+	cd bench && $(GO) test -count=1 -timeout 50m ./...
 
 ## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
 bench-restore: build

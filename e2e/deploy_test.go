@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,31 +30,8 @@ import (
 // the deployment story promises, and the static-binary test below builds
 // with the same flags.
 func TestDockerfile(t *testing.T) {
-	raw, err := os.ReadFile("../Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var froms, runs []string
-	var user, volume, entrypoint string
-	for _, line := range strings.Split(string(raw), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		rest := strings.TrimSpace(strings.TrimPrefix(line, f[0]))
-		switch strings.ToUpper(f[0]) {
-		case "FROM":
-			froms = append(froms, rest)
-		case "RUN":
-			runs = append(runs, rest)
-		case "USER":
-			user = rest
-		case "VOLUME":
-			volume = rest
-		case "ENTRYPOINT":
-			entrypoint = rest
-		}
-	}
+	d := readDockerfile(t)
+	froms, runs, user, volume, entrypoint := d.froms, d.runs, d.user, d.volume, d.entrypoint
 	if len(froms) < 2 || !strings.Contains(froms[0], " AS ") {
 		t.Errorf("want a multi-stage build (a named build stage, then the image), got FROM %q", froms)
 	}
@@ -80,6 +59,185 @@ func TestDockerfile(t *testing.T) {
 	if entrypoint != `["sluice"]` {
 		t.Errorf("ENTRYPOINT %s, want [\"sluice\"]", entrypoint)
 	}
+}
+
+// dockerfile is what the tests read of the repository's Dockerfile.
+type dockerfile struct {
+	froms, runs              []string
+	user, volume, entrypoint string
+	entrypointArgv, cmdArgv  []string
+	env                      map[string]string
+}
+
+func readDockerfile(t *testing.T) dockerfile {
+	t.Helper()
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dockerfile{env: map[string]string{}}
+	exec := func(directive, rest string) []string {
+		var argv []string
+		if err := json.Unmarshal([]byte(rest), &argv); err != nil {
+			t.Fatalf("Dockerfile %s %s: want the exec (JSON array) form: %v", directive, rest, err)
+		}
+		return argv
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(line, f[0]))
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			d.froms = append(d.froms, rest)
+			d.env = map[string]string{} // ENV belongs to its stage
+		case "RUN":
+			d.runs = append(d.runs, rest)
+		case "USER":
+			d.user = rest
+		case "VOLUME":
+			d.volume = rest
+		case "ENTRYPOINT":
+			d.entrypoint, d.entrypointArgv = rest, exec("ENTRYPOINT", rest)
+		case "CMD":
+			d.cmdArgv = exec("CMD", rest)
+		case "ENV":
+			k, v, ok := strings.Cut(rest, "=")
+			if !ok {
+				t.Fatalf("Dockerfile ENV %s: want KEY=VALUE", rest)
+			}
+			d.env[k] = v
+		}
+	}
+	return d
+}
+
+// The image started with no arguments (docker run -p 8080:8080 IMAGE) serves:
+// the Dockerfile's entrypoint, default command and environment run, chrooted
+// into a root holding what the image holds. With no token configured it
+// generates one at first start, prints it once and keeps it in the data
+// directory; the next start reuses it without printing it. The same root with
+// $PORT set (as Cloud Run sets it) listens there.
+func TestImageDefaultCommandServes(t *testing.T) {
+	d := readDockerfile(t)
+	if d.env["PORT"] != "8080" {
+		t.Fatalf("the image's ENV PORT is %q: docker run -p 8080:8080 needs it to listen on 8080", d.env["PORT"])
+	}
+	if len(d.entrypointArgv) != 1 || len(d.cmdArgv) == 0 {
+		t.Fatalf("ENTRYPOINT %q CMD %q: want [\"sluice\"] and a default command", d.entrypointArgv, d.cmdArgv)
+	}
+	root := imageRoot(t)
+	port := testenv.FreePort() // stands for the 8080 of the image: the host's 8080 may be taken
+	start := func() (*exec.Cmd, *testenv.Output, chan error) {
+		cmd := exec.Command("/usr/local/bin/"+d.entrypointArgv[0], d.cmdArgv...)
+		cmd.Env = []string{fmt.Sprintf("PORT=%d", port)}
+		for k, v := range d.env {
+			if k != "PORT" {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		inRoot(cmd, root)
+		logs := &testenv.Output{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start the image's default command: %v", err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+		return cmd, logs, exited
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitReady := func(logs *testenv.Output, exited chan error) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if resp, err := http.Get(base + "/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return
+				}
+			}
+			select {
+			case err := <-exited:
+				t.Fatalf("the image's default command exited: %v\n%s", err, logs.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not serving within 60s:\n%s", logs.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	call := func(token, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	stop := func(cmd *exec.Cmd, logs *testenv.Output, exited chan error) {
+		t.Helper()
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no exit within 60s of SIGTERM:\n%s", logs.String())
+		}
+	}
+
+	cmd, logs, exited := start()
+	waitReady(logs, exited)
+	m := regexp.MustCompile(`Authorization: Bearer ([A-Za-z0-9_-]{16,})`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("first start printed no generated token:\n%s", logs.String())
+	}
+	token := m[1]
+	if code, body := call("", "PUT", "/v1/databases/app", ""); code != 401 {
+		t.Fatalf("a request without the token: %d %s, want 401", code, body)
+	}
+	if code, body := call(token, "POST", "/v1/databases/app/query", `{"sql":"CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('kept')"}`); code/100 != 2 {
+		if code, body = call(token, "PUT", "/v1/databases/app", ""); code/100 != 2 {
+			t.Fatalf("create with the generated token: %d %s", code, body)
+		}
+		for _, q := range []string{"CREATE TABLE t(v TEXT)", "INSERT INTO t VALUES ('kept')"} {
+			if code, body := call(token, "POST", "/v1/databases/app/query", `{"sql":"`+q+`"}`); code/100 != 2 {
+				t.Fatalf("%s: %d %s", q, code, body)
+			}
+		}
+	}
+	st, err := os.Stat(filepath.Join(root, "data", ".sluice-token"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the generated token's file: %v, mode %v; want it kept with mode 0600", err, st)
+	}
+	stop(cmd, logs, exited)
+
+	cmd, logs, exited = start()
+	waitReady(logs, exited)
+	if strings.Contains(logs.String(), token) {
+		t.Fatalf("the second start printed the token again:\n%s", logs.String())
+	}
+	if code, body := call(token, "POST", "/v1/databases/app/query", `{"sql":"SELECT v FROM t"}`); code != 200 || !strings.Contains(body, "kept") {
+		t.Fatalf("after a restart, the first start's token and data: %d %s", code, body)
+	}
+	stop(cmd, logs, exited)
 }
 
 // sluiceInvocations finds the sluice command lines in the deployment
@@ -204,20 +362,34 @@ func TestDeployExamplesMatchTheBinary(t *testing.T) {
 	}
 }
 
-// The release binary (CGO_ENABLED=0 and the Dockerfile's link flags; not
-// -trimpath, which would rebuild every package instead of reusing the
-// cache) is static and
-// runs in an empty root holding only itself, CA certificates and /tmp: it
-// serves, replicates to MinIO (127.0.0.1 is reachable from a chroot, which
-// shares the network namespace), and what it acknowledged restores from the
-// bucket outside the root.
-func TestStaticBinaryInEmptyRoot(t *testing.T) {
+// The static release binary, built once for every test that needs an image root.
+var (
+	staticBuild sync.Once
+	staticBin   string
+	staticErr   error
+)
+
+// imageRoot builds the release binary (CGO_ENABLED=0, the Dockerfile's link
+// flags) into an empty root holding only it, CA certificates, /tmp and
+// /data, as the image does, and checks that it is static.
+func imageRoot(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	bin := filepath.Join(root, "usr", "local", "bin", "sluice")
-	build := exec.Command("go", "build", "-ldflags", "-s -w -X main.version=static-test", "-o", bin, "../cmd/sluice")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("CGO_ENABLED=0 build: %v\n%s", err, out)
+	staticBuild.Do(func() {
+		staticBin = filepath.Join(filepath.Dir(sluiceBin), "sluice-static")
+		build := exec.Command("go", "build", "-ldflags", "-s -w -X main.version=static-test", "-o", staticBin, "../cmd/sluice")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			staticErr = fmt.Errorf("CGO_ENABLED=0 build: %v\n%s", err, out)
+		}
+	})
+	if staticErr != nil {
+		t.Fatal(staticErr)
+	}
+	os.MkdirAll(filepath.Dir(bin), 0o755)
+	if raw, err := os.ReadFile(staticBin); err != nil || os.WriteFile(bin, raw, 0o755) != nil {
+		t.Fatalf("copy the static binary into the root: %v", err)
 	}
 	f, err := elf.Open(bin)
 	if err != nil {
@@ -258,6 +430,29 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 		t.Fatalf("the root holds %v, want only the binary and the CA bundle", files)
 	}
 
+	return root
+}
+
+// inRoot runs the binary chrooted into root, as the image's user would.
+func inRoot(cmd *exec.Cmd, root string) {
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	if os.Geteuid() != 0 { // an unprivileged user may chroot inside its own user namespace
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+}
+
+// The release binary (CGO_ENABLED=0 and the Dockerfile's link flags; not
+// -trimpath, which would rebuild every package instead of reusing the
+// cache) is static and
+// runs in an empty root holding only itself, CA certificates and /tmp: it
+// serves, replicates to MinIO (127.0.0.1 is reachable from a chroot, which
+// shares the network namespace), and what it acknowledged restores from the
+// bucket outside the root.
+func TestStaticBinaryInEmptyRoot(t *testing.T) {
+	root := imageRoot(t)
 	mn := testenv.MinIO(t)
 	bucket := mn.NewBucket(t)
 	port := testenv.FreePort()
@@ -265,13 +460,7 @@ func TestStaticBinaryInEmptyRoot(t *testing.T) {
 	srv := exec.Command("/usr/local/bin/sluice", "serve", "-data", "/data", "-addr", addr,
 		"-replica", mn.URL(bucket, "static"), "-token", "static-root-token")
 	srv.Env = mn.Env() // nothing else: no PATH, no HOME
-	srv.Dir = "/"
-	srv.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-	if os.Geteuid() != 0 { // an unprivileged user may chroot inside its own user namespace
-		srv.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
-		srv.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		srv.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
+	inRoot(srv, root)
 	var logs bytes.Buffer
 	srv.Stdout, srv.Stderr = &logs, &logs
 	if err := srv.Start(); err != nil {

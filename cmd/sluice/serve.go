@@ -28,6 +28,9 @@ SIGTERM/SIGINT: stop accepting, finish and ship what is in flight, exit 0.
 The replica is checked (listed and written) before listening; /health answers while the
 process runs, /ready only while the replica takes writes. Without -addr (or addr: in the
 config), $PORT is honoured as on Cloud Run: the server listens on :$PORT.
+Listening beyond loopback with no token or JWT key configured, serve generates a
+token at first start, prints it once and keeps it in <data>/.sluice-token for later
+starts (-allow-unauthenticated-remote serves without one).
 Flags override the config file.
 
 ` + exitCodes,
@@ -65,7 +68,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes")
 	tlsKey := fs.String("tls-key", "", "PEM private key file of -tls-cert")
 	durability := fs.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit")
-	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "allow a non-loopback listen address with no token configured")
+	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "serve a non-loopback listen address without any token (default: a generated one)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
 	leaseOn := fs.Bool("lease", false, "multi-instance mode: write a database only while holding its lease in the bucket; forward writes to the holder")
@@ -165,6 +168,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 			}
 		}
 		cfg.Tokens = append(cfg.Tokens, tokens...)
+		if err := ensureRemoteToken(&cfg, logger); err != nil {
+			return err
+		}
 		srv, err := server.New(ctx, cfg, logger, buildVersion())
 		if err != nil {
 			return err
