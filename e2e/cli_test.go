@@ -77,6 +77,12 @@ func TestCLIHelpForEveryCommand(t *testing.T) {
 	if _, stderr, code := run3(t, "", nil); code != 2 || !strings.Contains(stderr, "Usage:") {
 		t.Fatalf("bare sluice: exit %d, stderr %q", code, stderr)
 	}
+	// A scenario's help answers even where sluice-bench is not built (the
+	// test binary has none beside it, and PATH here holds none).
+	if out, stderr, code := run3(t, "", []string{"PATH=/usr/bin:/bin"}, "help", "bench", "restore"); code != 0 ||
+		!strings.HasPrefix(out, "Usage: sluice bench") || !strings.Contains(out, "make build") {
+		t.Fatalf("sluice help bench restore without sluice-bench: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 	cmds := listed(top, "Commands:")
 	for _, want := range []string{"replicate", "run", "restore", "serve", "bench", "version", "completion"} {
 		if !strings.Contains(" "+strings.Join(cmds, " ")+" ", " "+want+" ") {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
@@ -69,6 +70,7 @@ type Server struct {
 
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
+	served     atomic.Bool // Serve ran: only then does Close report a shutdown
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -238,6 +240,7 @@ func (s *Server) Host() *dbhost.Host { return s.host }
 // ship what is left, close every database. It returns nil after a clean
 // shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.served.Store(true)
 	if os.Getenv("GOGC") == "" {
 		// Requests allocate a little and keep nothing: at the default 100
 		// the collector took about a tenth of a saturated server's CPU.
@@ -322,7 +325,9 @@ func (s *Server) Close(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	s.log.Info("shutdown complete: everything committed was shipped")
+	if s.served.Load() { // a server that never listened (a port in use) has nothing to report but its error
+		s.log.Info("shutdown complete: everything committed was shipped")
+	}
 	return nil
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -42,6 +44,14 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	bin, err := benchBinary(self)
+	if err != nil && wantsHelp(args) {
+		// Help is help even without the benchmarks built: what bench is, how to get it, exit 0.
+		if c, ok := findCommand("bench"); ok {
+			fmt.Fprintf(os.Stdout, "Usage: %s\n", strings.TrimSpace(c.usage))
+		}
+		fmt.Fprintf(os.Stdout, "\nA scenario's own flags are listed by sluice-bench, which is not built here: %s.\n", "run `make build`, then `sluice help bench SCENARIO`")
+		return flag.ErrHelp
+	}
 	if err != nil {
 		return err
 	}
@@ -50,6 +60,18 @@ func runBench(ctx context.Context, args []string) error {
 		env = append(env, "SLUICE_BIN="+self) // measure this sluice, not another one on PATH
 	}
 	return syscall.Exec(bin, append([]string{bin}, args...), env)
+}
+
+// wantsHelp tells whether bench's arguments ask for help (sluice help bench
+// [SCENARIO] arrives as [SCENARIO] -h).
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "help":
+			return true
+		}
+	}
+	return false
 }
 
 // benchBinary finds sluice-bench beside the running sluice, else on PATH.
