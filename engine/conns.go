@@ -84,7 +84,7 @@ func beginRead(ctx context.Context, c *conn) error {
 		return err
 	}
 	if _, err := queryInt(ctx, c, "SELECT count(*) FROM sqlite_schema"); err != nil {
-		_ = exec(nil, c, "ROLLBACK")
+		_ = exec(context.Background(), c, "ROLLBACK") // even when ctx ended: never leave the snapshot pinned
 		return err
 	}
 	return nil
@@ -95,7 +95,7 @@ func endTx(c *conn) error {
 	if c.AutocommitEnabled() {
 		return nil
 	}
-	return exec(nil, c, "ROLLBACK")
+	return exec(context.Background(), c, "ROLLBACK")
 }
 
 // checkpoint runs PRAGMA wal_checkpoint(mode) and reports whether it could

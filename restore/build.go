@@ -306,7 +306,8 @@ func (b *builder) waitLead(ctx context.Context, pgno uint32) error {
 		return nil
 	}
 	stop := context.AfterFunc(ctx, func() {
-		b.leadMu.Lock() // a waiter is either before its ctx check or in Wait
+		//lint:ignore SA2001 a barrier, not a critical section: once it passes, a waiter is either before its ctx check or in Wait
+		b.leadMu.Lock()
 		b.leadMu.Unlock()
 		b.leadCond.Broadcast()
 	})

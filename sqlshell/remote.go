@@ -50,7 +50,7 @@ func ParseServedURL(raw, db string) (*url.URL, string, error) {
 		return nil, "", fmt.Errorf("server URL %q: %w", raw, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, "", fmt.Errorf("server URL %q: want http://HOST:PORT/db/NAME or https://...", raw)
+		return nil, "", fmt.Errorf("server URL %q: want http://HOST:PORT/db/NAME (or https://)", raw)
 	}
 	p := strings.Trim(u.Path, "/")
 	var name string

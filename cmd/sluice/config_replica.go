@@ -79,7 +79,7 @@ func (c *sidecarConfig) replicaURL(r replicaConfig) (string, error) {
 	switch typ {
 	case "file":
 		if r.Path == "" {
-			return "", fmt.Errorf("file replica needs path: or url:")
+			return "", fmt.Errorf("a file replica needs a directory: give path or url in the config")
 		}
 		p, err := expandHome(r.Path)
 		if err != nil {

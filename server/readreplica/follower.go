@@ -58,7 +58,7 @@ func startFollower(ctx context.Context, name, path string, store replica.Store, 
 // openConn opens a read connection on a copy: read-only and without the
 // WAL flag (the copy stays in rollback-journal mode).
 func openConn(path string, timeout time.Duration) (*sqlconn.Handle, error) {
-	c, err := sqliteconn.Open(path, sqlite.OpenReadOnly|sqlite.OpenNoMutex)
+	c, err := sqliteconn.Open(path, sqlite.OpenReadOnly)
 	if err != nil {
 		return nil, fmt.Errorf("open follower copy %s: %w", path, err)
 	}

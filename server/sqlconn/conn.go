@@ -50,7 +50,7 @@ func (r Role) readOnly() bool { return r == SharedReader || r == OwnReader }
 // guard authorizer, extension loading off (SQLite's default, kept), and
 // query_only for readers.
 func Open(path string, role Role, timeout time.Duration) (*Handle, error) {
-	c, err := sqliteconn.Open(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL|sqlite.OpenNoMutex)
+	c, err := sqliteconn.Open(path, sqlite.OpenReadWrite|sqlite.OpenCreate|sqlite.OpenWAL)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -94,7 +94,6 @@ func (x *Execution) timedOut() *proto.Error {
 }
 
 var (
-	errNeedsWrite = errors.New("hrana: statement needs the writer")
 	errTxLeftOpen = errors.New("hrana: batch leaves a transaction open")
 )
 
