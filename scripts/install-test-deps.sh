@@ -32,6 +32,15 @@ else
 	step "MinIO $MINIO_VERSION (cached)"
 fi
 
+STATICCHECK_VERSION="v0.8.2"
+if [ "$(cat "$TOOLS/bin/staticcheck.version" 2>/dev/null)" != "$STATICCHECK_VERSION" ] || [ ! -x "$TOOLS/bin/staticcheck" ]; then
+	step "staticcheck $STATICCHECK_VERSION (make lint; about 1 minute to build)"
+	GOBIN="$TOOLS/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	echo "$STATICCHECK_VERSION" >"$TOOLS/bin/staticcheck.version"
+else
+	step "staticcheck $STATICCHECK_VERSION (cached)"
+fi
+
 if [ ! -x "$VENV/bin/python3" ]; then
 	step "Python virtual environment $VENV"
 	python3 -m venv "$VENV"
