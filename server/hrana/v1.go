@@ -14,7 +14,7 @@ import (
 	"github.com/sluicedb/sluice/server/dbhost"
 )
 
-// Hrana 1 over HTTP (HTTP_V1_SPEC.md), which libsql-client for Python uses:
+// Hrana 1 over HTTP (libSQL's https://github.com/tursodatabase/libsql/blob/main/docs/HTTP_V1_SPEC.md), which libsql-client for Python uses:
 // each request runs on a fresh stream that is closed afterwards.
 
 type v1ExecuteReq struct {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The shared structures of the Hrana 3 protobuf schema (docs/HRANA_3_SPEC.md,
+// The shared structures of the Hrana 3 protobuf schema (https://github.com/tursodatabase/libsql/blob/main/docs/HRANA_3_SPEC.md,
 // "Shared structures" and "Hrana over HTTP"), decoded into the types of the
 // JSON encoding (encode.go encodes them).
 

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The messages of Hrana over WebSocket in protobuf (HRANA_3_SPEC.md, "Hrana
+// The messages of Hrana over WebSocket in protobuf (libSQL's https://github.com/tursodatabase/libsql/blob/main/docs/HRANA_3_SPEC.md, "Hrana
 // over WebSocket").
 
 // wsRequestFields numbers RequestMsg's and ResponseOkMsg's oneof.

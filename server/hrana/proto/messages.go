@@ -14,7 +14,8 @@ import (
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
-// The JSON shapes of Hrana 1-3 over HTTP (docs/HRANA_3_SPEC.md, HTTP_V1/V2_SPEC.md).
+// The JSON shapes of Hrana 1-3 over HTTP (libSQL's specs: https://github.com/tursodatabase/libsql/blob/main/docs/HRANA_3_SPEC.md,
+// HTTP_V1_SPEC.md and HTTP_V2_SPEC.md beside it).
 
 // PipelineRequest is a pipeline request body (PipelineReqBody).
 type PipelineRequest struct {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The messages of Hrana over WebSocket (HRANA_3_SPEC.md, "Hrana over
+// The messages of Hrana over WebSocket (libSQL's https://github.com/tursodatabase/libsql/blob/main/docs/HRANA_3_SPEC.md, "Hrana over
 // WebSocket"), and their JSON encoding (server/hrana/hranapb has the
 // protobuf one). A request's statement fields are the HTTP stream request's,
 // so both transports share one executor.
