@@ -34,21 +34,25 @@ import (
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 
+	"github.com/sluicedb/sluice/bench/storelatency"
 	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
 // Options configures a run.
 type Options struct {
-	Duration  time.Duration // how long the writer writes (default 60s)
-	RowBytes  int           // bytes per row (default 1024)
-	RowsPerTx int           // rows per transaction (default 1)
-	Window    time.Duration // lag statistics window (default 30s)
-	Poll      time.Duration // bucket poll period, the lag's resolution (default 100ms)
-	Tools     []string      // "sluice", "litestream" (default both)
-	Sluice    string        // the sluice binary
-	LogDir    string        // if set: each replicator's output goes to LogDir/<tool>.log too (sluice with -v)
-	WorkDir   string
-	Out       io.Writer
+	// StoreLatency, if not zero, puts a real bucket's latency in front of
+	// MinIO for both replicators and the lag probe.
+	StoreLatency storelatency.Spec
+	Duration     time.Duration // how long the writer writes (default 60s)
+	RowBytes     int           // bytes per row (default 1024)
+	RowsPerTx    int           // rows per transaction (default 1)
+	Window       time.Duration // lag statistics window (default 30s)
+	Poll         time.Duration // bucket poll period, the lag's resolution (default 100ms)
+	Tools        []string      // "sluice", "litestream" (default both)
+	Sluice       string        // the sluice binary
+	LogDir       string        // if set: each replicator's output goes to LogDir/<tool>.log too (sluice with -v)
+	WorkDir      string
+	Out          io.Writer
 }
 
 func (o *Options) defaults() {
@@ -120,6 +124,15 @@ func Run(ctx context.Context, o Options) error {
 	if err := m.CreateBucket(ctx, "bench"); err != nil {
 		return err
 	}
+	_, unproxy, err := storelatency.Front(m, o.StoreLatency)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if s := unproxy(); s != "" {
+			fmt.Fprintf(o.Out, "store latency added by the proxy (%s): %s\n", o.StoreLatency, s)
+		}
+	}()
 
 	var results []*result
 	for _, tool := range o.Tools {

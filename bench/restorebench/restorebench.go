@@ -28,6 +28,7 @@ import (
 	"zombiezen.com/go/sqlite"
 	"zombiezen.com/go/sqlite/sqlitex"
 
+	"github.com/sluicedb/sluice/bench/storelatency"
 	"github.com/sluicedb/sluice/internal/minioproc"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	WorkDir string
 	Keep    bool // leave MinIO running and the work directory in place (for profiling)
 	Out     io.Writer
+	// StoreLatency, if not zero, puts a real bucket's latency in front of
+	// MinIO for the restores and the reference download (not for building).
+	StoreLatency storelatency.Spec
 }
 
 // Size is a database size to benchmark, as given on the command line.
@@ -223,6 +227,16 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, litestream, di
 		return r, fmt.Errorf("upload reference object: %w", err)
 	}
 
+	_, unproxy, err := storelatency.Front(m, o.StoreLatency)
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		if s := unproxy(); s != "" {
+			say("[%s] store latency added by the proxy (%s): %s", sz.Label, o.StoreLatency, s)
+		}
+	}()
+	sluiceURL, lsURL = m.URL("bench", prefix+"/sluice"), m.URL("bench", prefix+"/litestream")
 	for i := 0; i < o.Runs; i++ {
 		sOut, lOut := filepath.Join(dir, fmt.Sprintf("s%d.db", i)), filepath.Join(dir, fmt.Sprintf("l%d.db", i))
 		d, rss, err := timeCmd(ctx, env, o.Sluice, "restore", "-q", "-o", sOut, sluiceURL)

@@ -1,6 +1,8 @@
 package suite
 
 import (
+	"github.com/sluicedb/sluice/bench/storelatency"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,6 +36,9 @@ type ServeOptions struct {
 	Window       time.Duration // the commit window row's -commit-window [5ms]
 	WindowConns  int           // its connections [50]
 	InsertVUs    int           // the insert comparison's connections [500]
+	// StoreLatency, if not zero, puts a real bucket's latency in front of
+	// MinIO for everything the run does, the bare PUTs included.
+	StoreLatency storelatency.Spec
 }
 
 // ServeRowGroups are the row groups of `sluice-bench serve`, in run order.
@@ -100,6 +105,15 @@ func Serve(ctx context.Context, o ServeOptions) (*ServeResult, error) {
 		return nil, err
 	}
 	defer cleanup()
+	_, unproxy, err := storelatency.Front(env.MinIO, o.StoreLatency)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if s := unproxy(); s != "" {
+			fmt.Fprintf(o.Out, "store latency added by the proxy (%s): %s\n", o.StoreLatency, s)
+		}
+	}()
 	res := &ServeResult{}
 	started := time.Now()
 	want := func(g string) bool { return slices.Contains(o.Rows, g) }
@@ -190,8 +204,12 @@ func printServe(o ServeOptions, res *ServeResult, took time.Duration) {
 	if len(res.Rows) == 0 {
 		return
 	}
-	say("\nsluice bench serve — sluice serve (sync → MinIO), %s measured per run after a %s warm-up; %s, %d CPUs shared by the load generator, the servers and MinIO; took %s",
-		o.Duration, o.Warmup, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), took.Round(time.Second))
+	store := "MinIO"
+	if !o.StoreLatency.Zero() {
+		store = "MinIO behind a proxy adding a bucket's latency: " + o.StoreLatency.String()
+	}
+	say("\nsluice bench serve — sluice serve (sync → %s), %s measured per run after a %s warm-up; %s, %d CPUs shared by the load generator, the servers and MinIO; took %s",
+		store, o.Duration, o.Warmup, time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), took.Round(time.Second))
 	say("| %-44s | %9s | %9s | %9s | %6s | %9s | %-26s | %-34s | %6s | %-30s |",
 		"row", "req/s", "p50", "p99", "fails", "PUT/1k wr", "acknowledged writes", "reference (same run)", "ratio", "target")
 	say("|%s|%s:|%s:|%s:|%s:|%s:|%s|%s|%s:|%s|", dashes(46), dashes(10), dashes(10), dashes(10), dashes(7), dashes(10), dashes(28), dashes(36), dashes(7), dashes(32))

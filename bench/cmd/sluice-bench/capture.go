@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicedb/sluice/bench/storelatency"
+
 	"context"
 	"flag"
 	"fmt"
@@ -27,8 +29,13 @@ func runBenchCapture(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Window, "window", 30*time.Second, "lag percentiles per window of this length")
 	fs.DurationVar(&o.Poll, "poll", 100*time.Millisecond, "bucket poll period (the lag's resolution)")
 	fs.StringVar(&o.LogDir, "logs", "", "also write each replicator's output to DIR/<tool>.log (sluice with -v)")
+	latency := storeLatencyFlag(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var err error
+	if o.StoreLatency, err = storelatency.Parse(*latency); err != nil {
+		return fmt.Errorf("-store-latency: %w", err)
 	}
 	o.Tools = strings.Split(*tools, ",")
 	sluice, err := sluiceBinary()

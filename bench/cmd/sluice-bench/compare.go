@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicedb/sluice/bench/storelatency"
+
 	"context"
 	"flag"
 	"fmt"
@@ -76,11 +78,15 @@ func runBenchServe(ctx context.Context, args []string) error {
 	fs.IntVar(&o.InsertVUs, "vus", 500, "connections of the insert comparison")
 	fs.StringVar(&o.JSON, "json", "", "write every row as JSON to this file")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write CPU profiles of sluice serve during the first read runs into this directory")
+	latency := storeLatencyFlag(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o.Rows = strings.Split(*rows, ",")
 	var err error
+	if o.StoreLatency, err = storelatency.Parse(*latency); err != nil {
+		return fmt.Errorf("-store-latency: %w", err)
+	}
+	o.Rows = strings.Split(*rows, ",")
 	if o.Conns, err = ints(*conns); err != nil {
 		return fmt.Errorf("-conns: %w", err)
 	}
@@ -97,6 +103,12 @@ func runBenchServe(ctx context.Context, args []string) error {
 	}
 	_, err = suite.Serve(ctx, o)
 	return err
+}
+
+// storeLatencyFlag is -store-latency, shared by the benchmarks that talk to a bucket.
+func storeLatencyFlag(fs *flag.FlagSet) *string {
+	return fs.String("store-latency", "", "put a real bucket's latency in front of MinIO: median per request kind, log-normal (p99 ≈ 3× the median), "+
+		"e.g. put=25ms,get=15ms (head and list default to get's, delete to put's; also sigma=0.47, bandwidth=100MiB per response)")
 }
 
 // runQuiet runs a command, returning its output in the error if it fails.

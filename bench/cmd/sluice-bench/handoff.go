@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicedb/sluice/bench/storelatency"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,8 +42,13 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	vus := fs.Int("vus", 8, "concurrent writers")
 	lagFor := fs.Duration("duration", 10*time.Second, "how long the insert load runs while the follower lag is measured")
 	poll := fs.Duration("follow-poll", 200*time.Millisecond, "the replica's poll interval")
+	latencyFlag := storeLatencyFlag(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	latency, err := storelatency.Parse(*latencyFlag)
+	if err != nil {
+		return fmt.Errorf("-store-latency: %w", err)
 	}
 	sluice, err := sluiceBinary()
 	if err != nil {
@@ -60,10 +67,23 @@ func runBenchHandoff(ctx context.Context, args []string) error {
 	if err := m.CreateBucket(ctx, "handoff"); err != nil {
 		return err
 	}
+	_, unproxy, err := storelatency.Front(m, latency)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if s := unproxy(); s != "" {
+			fmt.Printf("store latency added by the proxy (%s): %s\n", latency, s)
+		}
+	}()
 	b := &handoffBench{sluice: sluice, work: work, minio: m, ttl: *ttl, vus: *vus}
 	defer b.stopAll()
 
-	fmt.Printf("sluice bench handoff: 2 x sluice serve -lease (TTL %s) on MinIO, %d writers alternating between them\n", *ttl, *vus)
+	store := "MinIO"
+	if !latency.Zero() {
+		store = "MinIO behind a proxy adding a bucket's latency (" + latency.String() + ")"
+	}
+	fmt.Printf("sluice bench handoff: 2 x sluice serve -lease (TTL %s) on %s, %d writers alternating between them\n", *ttl, store, *vus)
 	for _, mode := range []string{"SIGTERM", "kill -9"} {
 		gap, acked, err := b.handoff(ctx, mode)
 		if err != nil {
