@@ -41,4 +41,23 @@ if [ -f scripts/package-lock.json ]; then cp scripts/package-lock.json "$TOOLS/p
 step "Python packages (scripts/requirements-test.txt)"
 python3 -m pip install --quiet -r scripts/requirements-test.txt
 
+# The JDBC conformance program (DBeaver's libSQL driver, SQLite's JDBC driver):
+# Maven and a JDK from Debian, then one build fills a repository the tests
+# build from offline.
+need=()
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+if [ "${#need[@]}" -gt 0 ]; then
+	step "apt-get install ${need[*]}"
+	SUDO=""
+	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+step "Maven repository for the JDBC program (e2e/testdata/clients/dbeaver-jdbc) in $TOOLS/m2"
+jdbc="$(mktemp -d)"
+cp -r e2e/testdata/clients/dbeaver-jdbc "$jdbc/"
+(cd "$jdbc/dbeaver-jdbc" && mvn -q -B -Dmaven.repo.local="$TOOLS/m2" package)
+rm -rf "$jdbc"
+
 step "done: tools in $TOOLS"

@@ -30,16 +30,17 @@ import (
 
 const wsIdle = time.Second
 
-// wsStateServer serves with a transaction timeout well under wsIdle, so
-// that a stream whose state alone were counted as a transaction would be
-// ended by the idle second.
-func wsStateServer(t *testing.T, store replica.Store) string {
+// serveOn serves with store, cfg changed by mod, and the databases names;
+// it returns the base URL.
+func serveOn(t *testing.T, store replica.Store, mod func(*Config), names ...string) string {
 	t.Helper()
 	cfg := Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Durability = "sync"
 	cfg.Compaction.Disabled = true
-	cfg.Hrana.TxTimeout = Duration(wsIdle / 3)
+	if mod != nil {
+		mod(&cfg)
+	}
 	s, err := NewWithStore(cfg, store, slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -49,31 +50,38 @@ func wsStateServer(t *testing.T, store replica.Store) string {
 		ts.Close()
 		s.Close(context.Background())
 	})
-	if _, err := s.Host().Create(context.Background(), "st"); err != nil {
-		t.Fatal(err)
+	for _, n := range names {
+		if _, err := s.Host().Create(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return ts.URL
 }
 
-// eachStore runs fn against a server replicating to a local directory and
-// one replicating to MinIO.
-func eachStore(t *testing.T, fn func(t *testing.T, base string)) {
+// eachStore runs fn against a server (see serveOn) replicating to a local
+// directory and against one replicating to MinIO.
+func eachStore(t *testing.T, mod func(*Config), names []string, fn func(t *testing.T, base string)) {
 	t.Run("file", func(t *testing.T) {
 		store, err := file.New(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		fn(t, wsStateServer(t, store))
+		fn(t, serveOn(t, store, mod, names...))
 	})
 	t.Run("minio", func(t *testing.T) {
 		m := testenv.MinIO(t)
-		store, err := replicaurl.Open(context.Background(), m.URL(m.NewBucket(t), "st"))
+		store, err := replicaurl.Open(context.Background(), m.URL(m.NewBucket(t), ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fn(t, wsStateServer(t, store))
+		fn(t, serveOn(t, store, mod, names...))
 	})
 }
+
+// shortTxTimeout makes the transaction timeout well under wsIdle, so that a
+// stream whose state alone were counted as a transaction would be ended by
+// the idle second.
+func shortTxTimeout(c *Config) { c.Hrana.TxTimeout = Duration(wsIdle / 3) }
 
 // The statements of each stream, the idle second, then what each stream is
 // asked; the answers must be the local file's.
@@ -119,7 +127,7 @@ func localAnswers(t *testing.T, setup, after []string) []string {
 // with an open transaction; after the idle second the state streams answer
 // as a local connection does and only the transaction is rolled back.
 func TestWebSocketStreamStateOutlivesTheTransactionTimeout(t *testing.T) {
-	eachStore(t, func(t *testing.T, base string) {
+	eachStore(t, shortTxTimeout, []string{"st"}, func(t *testing.T, base string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/db/st/", &websocket.DialOptions{Subprotocols: []string{"hrana3"}})
@@ -194,7 +202,7 @@ func TestWebSocketStreamStateOutlivesTheTransactionTimeout(t *testing.T) {
 // Through a real client: libsql-client-go over WebSocket, whose database/sql
 // pool reuses one connection (one stream) for later statements.
 func TestGoClientPooledConnectionKeepsItsPragmaOverWebSocket(t *testing.T) {
-	eachStore(t, func(t *testing.T, base string) {
+	eachStore(t, shortTxTimeout, []string{"st"}, func(t *testing.T, base string) {
 		db, err := sql.Open("libsql", "ws"+strings.TrimPrefix(base, "http")+"/db/st/")
 		if err != nil {
 			t.Fatal(err)
