@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,10 +54,9 @@ func decodeLegacy(data []byte) ([]legacyStatement, int, string) {
 }
 
 type legacyStatement struct {
-	q      string
-	args   []sqlconn.Value
-	named  map[string]sqlconn.Value
-	hasArg bool
+	q     string
+	args  []sqlconn.Value
+	named map[string]sqlconn.Value
 }
 
 func (s *legacyStatement) UnmarshalJSON(data []byte) error {
@@ -83,7 +84,6 @@ func (s *legacyStatement) UnmarshalJSON(data []byte) error {
 	if !ok || string(bytes.TrimSpace(params)) == "null" {
 		return nil
 	}
-	s.hasArg = true
 	params = bytes.TrimSpace(params)
 	if len(params) > 0 && params[0] == '{' {
 		var named map[string]json.RawMessage
@@ -190,8 +190,9 @@ func legacyBatch(stmts []legacyStatement) *proto.Batch {
 		for _, a := range st.args {
 			step.Stmt.Args = append(step.Stmt.Args, proto.Value(a))
 		}
-		for k, v := range st.named {
-			step.Stmt.NamedArgs = append(step.Stmt.NamedArgs, proto.NamedArg{Name: k, Value: proto.Value(v)})
+		// In key order: an Idempotency-Key covers the request as encoded.
+		for _, k := range slices.Sorted(maps.Keys(st.named)) {
+			step.Stmt.NamedArgs = append(step.Stmt.NamedArgs, proto.NamedArg{Name: k, Value: proto.Value(st.named[k])})
 		}
 		if i > 0 {
 			prev := uint32(i - 1)
