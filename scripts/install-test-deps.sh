@@ -60,4 +60,15 @@ cp -r e2e/testdata/clients/dbeaver-jdbc "$jdbc/"
 (cd "$jdbc/dbeaver-jdbc" && mvn -q -B -Dmaven.repo.local="$TOOLS/m2" package)
 rm -rf "$jdbc"
 
+# The libsql crate's conformance program (remote feature only), built into a
+# target directory the tests reuse; they build it offline afterwards.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then PATH="$HOME/.cargo/bin:$PATH"; fi
+if ! command -v cargo >/dev/null 2>&1; then
+	step "Rust toolchain (rustup, minimal profile)"
+	curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --no-modify-path >/dev/null
+	PATH="$HOME/.cargo/bin:$PATH"
+fi
+step "libsql crate program (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~1 minute the first time)"
+(cd e2e/testdata/clients/libsql-rust && cargo build --release -q --target-dir "$TOOLS/cargo-target")
+
 step "done: tools in $TOOLS"
