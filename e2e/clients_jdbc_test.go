@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,12 +52,13 @@ func buildJDBCProgram(t *testing.T) string {
 	return filepath.Join(dir, "target", "classes") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
 }
 
-// runJDBC runs the program against a JDBC URL and collects its steps.
-func runJDBC(t *testing.T, classpath, url string) map[string]any {
+// runJDBC runs the program against a JDBC URL (with a token, if any) and
+// collects its steps.
+func runJDBC(t *testing.T, classpath, url string, token ...string) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", "-cp", classpath, "Run", url)
+	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", classpath, "Run", url}, token...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -91,6 +93,8 @@ var xerialWrap = regexp.MustCompile(`^\[SQLITE_[A-Z_]+\] .*? \((.*)\)$`)
 
 func jdbcMessage(m string) string { return xerialWrap.ReplaceAllString(m, "$1") }
 
+const jdbcToken = "dbeaver-jdbc-test-token"
+
 func TestDBeaverJDBCDriverRunsAScript(t *testing.T) {
 	classpath := buildJDBCProgram(t)
 	m := testenv.MinIO(t)
@@ -106,7 +110,8 @@ func TestDBeaverJDBCDriverRunsAScript(t *testing.T) {
 		t.Run(rep.name, func(t *testing.T) {
 			host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
 			data := t.TempDir()
-			p := start(t, m.Env(), sluiceBin, "serve", "-durability", "sync", "-data", data, "-replica", rep.url, "-listen", host)
+			p := start(t, m.Env(), sluiceBin, "serve", "-durability", "sync", "-data", data, "-replica", rep.url, "-listen", host,
+				"-token", jdbcToken)
 			waitUntil(t, 60*time.Second, func() bool { return readyCode("http://"+host+"/ready") == 200 }, p)
 			// The URL forms a DBeaver user types: a named database, and the
 			// server's root (the database Hrana's root routes serve).
@@ -115,14 +120,18 @@ func TestDBeaverJDBCDriverRunsAScript(t *testing.T) {
 				{"default", "http://" + host},
 			}
 			for _, u := range urls {
-				createDatabase(t, "http://"+host, u.db)
+				req, _ := http.NewRequest("PUT", "http://"+host+"/v1/databases/"+u.db, nil)
+				req.Header.Set("Authorization", "Bearer "+jdbcToken)
+				if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+					t.Fatalf("create %s: %v %v", u.db, resp, err)
+				}
 				local := filepath.Join(t.TempDir(), "local.db")
 				for run := 1; run <= 2; run++ {
 					want := runJDBC(t, classpath, "jdbc:sqlite:"+local)
 					if want["~exit"] != nil {
 						t.Fatalf("the JDBC program against a local file failed: %v", want["~exit"])
 					}
-					got := runJDBC(t, classpath, "jdbc:dbeaver:libsql:"+u.url)
+					got := runJDBC(t, classpath, "jdbc:dbeaver:libsql:"+u.url, jdbcToken)
 					t.Logf("%s run %d: %d steps, %d as on a local file", u.url, run, len(want), len(want)-countDiffs(want, got))
 					if diff := diffSteps(want, got); diff != "" {
 						t.Errorf("%s run %d: sluice differs from a local file:%s", u.url, run, diff)
@@ -136,6 +145,10 @@ func TestDBeaverJDBCDriverRunsAScript(t *testing.T) {
 					t.Errorf("%s: the replica differs from the served database, or lacks the 3 rows the driver wrote:\nserved:   %s\nrestored: %s", u.db, served, back)
 				}
 				t.Logf("%s: restored from the %s: %s", u.db, rep.name, back)
+			}
+			// Without the token the driver is refused and says so.
+			if got := runJDBC(t, classpath, "jdbc:dbeaver:libsql:"+urls[0].url); !strings.Contains(fmt.Sprint(got["connect"]), "Authentication required") {
+				t.Errorf("without a token: %v, want the driver's \"Authentication required\"", got)
 			}
 			if t.Failed() {
 				t.Logf("sluice serve output:\n%s", lastLines(p.out.String(), 40))

@@ -58,6 +58,7 @@ public class Run {
 
     public static void main(String[] args) throws Exception {
         String url = args[0];
+        String token = args.length > 1 ? args[1] : null; // the DBeaver driver takes the token as the password
         // What DBeaver's SQL editor does with a script: one statement at a time.
         // The update count of writes; DDL only succeeds or fails (drivers
         // differ on a count SQLite does not define for it).
@@ -69,7 +70,14 @@ public class Run {
             "CREATE INDEX IF NOT EXISTS items_qty ON items(qty)",
             "UPDATE items SET note = 'none' WHERE qty > 100",
         };
-        try (Connection c = DriverManager.getConnection(url, null, null)) {
+        Connection opened;
+        try {
+            opened = DriverManager.getConnection(url, null, token); // the DBeaver driver queries the server here
+        } catch (SQLException e) {
+            System.out.println("{\"step\":\"connect\",\"error\":" + json(e.getMessage()) + "}");
+            return;
+        }
+        try (Connection c = opened) {
             for (int i = 0; i < script.length; i++) {
                 final String q = script[i];
                 step(c, "script " + i, conn -> {
