@@ -62,6 +62,10 @@ func TestClientConformance(t *testing.T) {
 		{"libsql-client-go", runGoClient},
 		{"sqlalchemy-libsql", pythonScript("sqlalchemy/run.py")},
 		{"libsql-client-py", pythonScript("libsql-client-py/run.py")},
+		{"libsql-client-go-ws", runGoClientWS},
+		{"libsql-py", pythonScript("libsql-py/run.py")},
+		{"django-libsql", pythonScript("django/run.py")},
+		{"libsql-rust", runRustClient},
 	}
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {

@@ -72,4 +72,34 @@ else
 	step "tmux (installed)"
 fi
 
+# The JDBC conformance program (DBeaver's libSQL driver, SQLite's JDBC driver):
+# Maven and a JDK from Debian, then one build fills a repository the tests
+# build from offline.
+need=()
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+if [ "${#need[@]}" -gt 0 ]; then
+	step "apt-get install ${need[*]}"
+	SUDO=""
+	if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+step "Maven repository for the JDBC program (e2e/testdata/clients/dbeaver-jdbc) in $TOOLS/m2"
+jdbc="$(mktemp -d)"
+cp -r e2e/testdata/clients/dbeaver-jdbc "$jdbc/"
+(cd "$jdbc/dbeaver-jdbc" && mvn -q -B -Dmaven.repo.local="$TOOLS/m2" package)
+rm -rf "$jdbc"
+
+# The libsql crate's conformance program (remote feature only), built into a
+# target directory the tests reuse; they build it offline afterwards.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then PATH="$HOME/.cargo/bin:$PATH"; fi
+if ! command -v cargo >/dev/null 2>&1; then
+	step "Rust toolchain (rustup, minimal profile)"
+	curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --no-modify-path >/dev/null
+	PATH="$HOME/.cargo/bin:$PATH"
+fi
+step "libsql crate program (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~1 minute the first time)"
+(cd e2e/testdata/clients/libsql-rust && cargo build --release -q --target-dir "$TOOLS/cargo-target")
+
 step "done: tools in $TOOLS"

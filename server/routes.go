@@ -50,6 +50,10 @@ func (s *Server) routes() http.Handler {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
 		handle("/db/{name}"+p, s.perDatabase(s.serveHrana, hranaRead))
 	}
+	// sqld's legacy API ({"statements": [...]}): the root serves the database
+	// Hrana's root routes serve, /db/NAME/ the named one.
+	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))
+	handle("POST /db/{name}/{$}", s.perDatabase(s.serveHrana, hranaRead))
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
 		if droppedDatabaseName(r.URL.Path) {

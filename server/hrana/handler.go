@@ -203,6 +203,8 @@ func (h *Handler) readablePost(path string) func(http.ResponseWriter, *http.Requ
 		return h.serveV1Execute
 	case "/v1/batch":
 		return h.serveV1Batch
+	case "/":
+		return h.serveLegacy
 	}
 	return nil
 }

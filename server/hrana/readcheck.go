@@ -70,6 +70,12 @@ func InspectRead(path string, body []byte) Read {
 			return Read{Replica: true}
 		}
 		requests = []proto.StreamRequest{{Type: "batch", Batch: v1.Batch}, {Type: "close"}}
+	case "/":
+		stmts, _, msg := decodeLegacy(body)
+		if msg != "" {
+			return Read{Replica: true}
+		}
+		requests = []proto.StreamRequest{{Type: "batch", Batch: legacyBatch(stmts)}, {Type: "close"}}
 	default:
 		return Read{}
 	}

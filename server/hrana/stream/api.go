@@ -73,10 +73,12 @@ func (r *Registry) End(s *Stream) {
 
 // ExpireTx rolls back the transaction of a stream from Open once it is open
 // longer than TxTimeout, since it holds the database's writer; the stream
-// then answers every request with the timeout. The caller makes sure no
-// request runs on s meanwhile.
+// then answers every request with the timeout. A session kept only for the
+// connection's state (a pragma, a TEMP table) in autocommit holds no
+// transaction and never expires here: like any stream it ends when idle.
+// The caller makes sure no request runs on s meanwhile.
 func (r *Registry) ExpireTx(s *Stream, now time.Time) {
-	if s.sess == nil || now.Sub(s.txStart) <= r.cfg.TxTimeout {
+	if s.sess == nil || s.txStart.IsZero() || now.Sub(s.txStart) <= r.cfg.TxTimeout {
 		return
 	}
 	sess := s.sess
