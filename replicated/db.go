@@ -29,6 +29,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.snapshot = eng.Snapshot
 	c.start(context.Background())
 	return &DB{core: c, eng: eng}, nil
 }
@@ -40,6 +41,10 @@ func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	pos, err := d.eng.Sync(ctx)
 	if d.core.opts.Lease != nil && errors.Is(err, engine.ErrFenced) {
 		d.core.leaseLost(err)
+	}
+	if err == nil {
+		// Acknowledged means restorable: see heal.go.
+		err = d.core.restorable(ctx, pos)
 	}
 	return pos, err
 }

@@ -21,6 +21,13 @@ type fileError struct {
 func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
+// Is makes a file that failed for its own sake (not the store's) match
+// replica.ErrDamaged.
+func (e *fileError) Is(target error) bool {
+	return target == replica.ErrDamaged && !errors.Is(e.err, replica.ErrUnavailable) &&
+		!errors.Is(e.err, replica.ErrStalled) && !errors.Is(e.err, context.DeadlineExceeded)
+}
+
 // errLocal marks failures of the local output file (a full disk, say): no
 // other replica file can help with those.
 var errLocal = errors.New("restored database")

@@ -42,6 +42,9 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if reason := s.damageReason(); reason != "" {
+		code, body["status"], body["error"] = http.StatusServiceUnavailable, "not ready", reason
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	httpjson.Write(w, code, body)
 }

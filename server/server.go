@@ -63,6 +63,7 @@ type Server struct {
 	auth     *auth.Authenticator
 	metrics  *serverMetrics
 	watch    *watch.Watch // the replica's readiness (/ready)
+	damage   *watch.Damage // damaged replica objects not healed yet (/ready, metrics)
 	compact  *compaction
 	handler  http.Handler
 	cert     *certFiles // nil: plain HTTP
@@ -124,6 +125,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		}
 		return s.host.Stats()
 	}, s.watch)
+	s.damage = s.newDamage()
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
@@ -155,6 +157,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
+		Damage:           s.damage,
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),

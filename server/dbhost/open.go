@@ -69,8 +69,10 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 		return false, nil
 	}
 	if err != nil {
+		h.restoreDamaged(filepath.Base(path), store, err)
 		return false, dberr.New(dberr.CodeUnavailable, fmt.Sprintf("restore of %s from %s failed: %v; check the replica and retry", filepath.Base(path), store, err))
 	}
+	h.restoreHealed(filepath.Base(path))
 	log.Info("restored database from replica", "replica", store.String(), "took", time.Since(start))
 	return true, nil
 }
