@@ -62,7 +62,7 @@ type Server struct {
 	hrana    *hrana.Handler
 	auth     *auth.Authenticator
 	metrics  *serverMetrics
-	watch    *watch.Watch // the replica's readiness (/ready)
+	watch    *watch.Watch  // the replica's readiness (/ready)
 	damage   *watch.Damage // damaged replica objects not healed yet (/ready, metrics)
 	compact  *compaction
 	handler  http.Handler
