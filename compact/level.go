@@ -147,6 +147,12 @@ func (c *Compactor) snapshot(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	chain, err := restore.Chain(c.usable(), 0)
+	if err != nil && len(c.quarantined) > 0 {
+		// A damaged object breaks the chain: the writer's snapshot, from
+		// its local database, heals it (see damage.go); retried after.
+		c.undue(replica.SnapshotLevel, prev, had)
+		return nil
+	}
 	if err == nil {
 		err = c.write(ctx, replica.SnapshotLevel, chain, now)
 	} else {

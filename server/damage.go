@@ -1,6 +1,8 @@
 package server
 
 import (
+	"net/http"
+
 	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/metrics"
 )
@@ -25,10 +27,19 @@ func (s *Server) newDamage() *watch.Damage {
 	return d
 }
 
-// damageReason is why /ready is 503 for damage ("" if none waits).
-func (s *Server) damageReason() string {
+// damageReadiness makes /ready 503 naming the damaged object while one
+// waits for its heal, and adds the last heal to the body.
+func (s *Server) damageReadiness(code int, body map[string]any) int {
 	if s.damage == nil {
-		return ""
+		return code
 	}
-	return s.damage.Status().Reason
+	st := s.damage.Status()
+	if st.LastHeal != nil {
+		body["last_heal"] = st.LastHeal
+	}
+	if st.Reason == "" {
+		return code
+	}
+	body["status"], body["error"] = "not ready", st.Reason
+	return http.StatusServiceUnavailable
 }

@@ -42,9 +42,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if reason := s.damageReason(); reason != "" {
-		code, body["status"], body["error"] = http.StatusServiceUnavailable, "not ready", reason
-	}
+	code = s.damageReadiness(code, body)
 	w.Header().Set("Cache-Control", "no-store")
 	httpjson.Write(w, code, body)
 }

@@ -17,7 +17,16 @@ type Damage struct {
 	open   map[string]damageReport // by database
 	found  int64
 	healed int64
-	took   time.Duration // the last heal's time from detection
+	last   *Heal // the last heal, if any
+}
+
+// Heal records one healed replica.
+type Heal struct {
+	DB       string    `json:"db"`
+	Object   string    `json:"object"`   // the damaged object reported first
+	Snapshot string    `json:"snapshot"` // the snapshot that replaced it for the newest state
+	At       time.Time `json:"healed_at"`
+	Seconds  float64   `json:"seconds_from_detection"`
 }
 
 type damageReport struct {
@@ -42,10 +51,10 @@ func (d *Damage) Damaged(db string, err *replica.DamageError) {
 func (d *Damage) Healed(db string, snapshot string, took time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.open[db]; ok {
+	if r, ok := d.open[db]; ok {
 		delete(d.open, db)
 		d.healed++
-		d.took = took
+		d.last = &Heal{DB: db, Object: r.err.Key, Snapshot: snapshot, At: time.Now().UTC(), Seconds: took.Seconds()}
 	}
 }
 
@@ -63,13 +72,14 @@ type DamageStatus struct {
 	Reason   string // the oldest of them, in one line ("" if none)
 	Found    int64  // damaged objects reported since start
 	Healed   int64  // heals since start
+	LastHeal *Heal  // nil before the first
 }
 
 // Status reports the open damage.
 func (d *Damage) Status() DamageStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := DamageStatus{Unhealed: len(d.open), Found: d.found, Healed: d.healed}
+	st := DamageStatus{Unhealed: len(d.open), Found: d.found, Healed: d.healed, LastHeal: d.last}
 	dbs := make([]string, 0, len(d.open))
 	for db := range d.open {
 		dbs = append(dbs, db)
