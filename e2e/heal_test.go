@@ -266,4 +266,3 @@ func rowIDs(t *testing.T, path string) map[int]bool {
 	}
 	return ids
 }
-
