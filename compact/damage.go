@@ -113,12 +113,8 @@ func (c *Compactor) checkTail(ctx context.Context, now time.Time) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			var buf bytes.Buffer
-			errs[i] = c.call(ctx, func(ctx context.Context) error {
-				buf.Reset()
-				_, _, err := replica.CheckLTX(ctx, c.store, f, &buf)
-				return err
-			})
-			if errs[i] == nil && int64(buf.Len()) <= MaxCachedBody {
+			errs[i] = c.check(ctx, f, &buf)
+			if errs[i] == nil && int64(buf.Len()) <= MaxCachedBody && f.MinTXID > 1 {
 				bodies[i] = buf.Bytes()
 			}
 		}()
@@ -176,10 +172,7 @@ func (c *Compactor) damaged(ctx context.Context, de *replica.DamageError) bool {
 		return true
 	}
 	if f, ok := c.idx.find(de.Key); ok && de.What != "missing" {
-		err := c.call(ctx, func(ctx context.Context) error {
-			_, _, err := replica.CheckLTX(ctx, c.store, f, nil)
-			return err
-		})
+		err := c.check(ctx, f, nil)
 		var again *replica.DamageError
 		if !errors.As(err, &again) {
 			return false
@@ -188,6 +181,17 @@ func (c *Compactor) damaged(ctx context.Context, de *replica.DamageError) bool {
 	}
 	c.report(de)
 	return true
+}
+
+// check reads f whole under the budget (replica.CheckLTX), abandoning a
+// read that makes no progress for CallTimeout.
+func (c *Compactor) check(ctx context.Context, f replica.LTXFile, body *bytes.Buffer) error {
+	if err := c.budget.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	defer c.budget.Release(1)
+	_, _, err := replica.CheckLTX(ctx, c.store, f, body, c.cfg.CallTimeout)
+	return err
 }
 
 // report quarantines and announces one damaged object. Callers hold passMu.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/superfly/ltx"
 )
@@ -62,14 +63,25 @@ func Damaged(ctx context.Context, s Store, key string, err error) error {
 // names the range its key does, every page decodes and the file checksum
 // matches. A failure of the object itself is a *DamageError; a failure to
 // read it (the store did not answer) is returned as is. body, if not nil,
-// receives the bytes read.
-func CheckLTX(ctx context.Context, s Store, f LTXFile, body *bytes.Buffer) (ltx.Header, ltx.Trailer, error) {
+// receives the bytes read. stall > 0 abandons a read that makes no progress
+// for that long (an error matching ErrStalled).
+func CheckLTX(ctx context.Context, s Store, f LTXFile, body *bytes.Buffer, stall time.Duration) (ltx.Header, ltx.Trailer, error) {
+	var wd *Watchdog
+	if stall > 0 {
+		var stop func()
+		ctx, wd, stop = WithWatchdog(ctx, stall)
+		defer stop()
+	}
 	rc, err := s.Get(ctx, f.Key)
 	if err != nil {
-		return ltx.Header{}, ltx.Trailer{}, Damaged(ctx, s, f.Key, err)
+		return ltx.Header{}, ltx.Trailer{}, Damaged(ctx, s, f.Key, Stalled(ctx, err))
 	}
 	defer rc.Close()
 	var r io.Reader = rc
+	if wd != nil {
+		wd.Touch()
+		r = wd.Reader(rc)
+	}
 	if body != nil {
 		r = io.TeeReader(rc, body)
 	}
@@ -78,7 +90,7 @@ func CheckLTX(ctx context.Context, s Store, f LTXFile, body *bytes.Buffer) (ltx.
 		err = fmt.Errorf("it holds TXIDs %s..%s, not what its name says", hdr.MinTXID, hdr.MaxTXID)
 	}
 	if err != nil {
-		return hdr, tr, Damaged(ctx, s, f.Key, err)
+		return hdr, tr, Damaged(ctx, s, f.Key, Stalled(ctx, err))
 	}
 	return hdr, tr, nil
 }

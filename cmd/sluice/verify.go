@@ -155,7 +155,7 @@ func verifyReplica(ctx context.Context, store replica.Store, parallelism int, tm
 				lf := replica.LTXFile{Level: f.Level, MinTXID: f.MinTXID, MaxTXID: f.MaxTXID, Size: f.Size, Key: f.Key}
 				var r result
 				for attempt := 0; attempt < 3; attempt++ { // a read that fails for the store's sake is tried again
-					r.hdr, r.tr, r.err = replica.CheckLTX(ctx, store, lf, nil)
+					r.hdr, r.tr, r.err = replica.CheckLTX(ctx, store, lf, nil, time.Minute)
 					if r.err == nil || errors.Is(r.err, replica.ErrDamaged) || ctx.Err() != nil {
 						break
 					}
