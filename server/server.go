@@ -137,6 +137,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		PollInterval:     time.Duration(cfg.Lease.PollInterval),
 		BookmarkWait:     time.Duration(cfg.Lease.BookmarkWait),
 		Logger:           logger,
+		Damage:           s.damage,
 	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
