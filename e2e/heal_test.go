@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/internal/testenv"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
@@ -175,7 +177,22 @@ func healCase(t *testing.T, damage string) {
 	if !strings.Contains(out, "OK") {
 		t.Fatalf("verify after the heal:\n%s", out)
 	}
+	var vr struct {
+		OK           bool
+		Unrestorable []struct {
+			From ltx.TXID `json:"from_txid"`
+			To   ltx.TXID `json:"to_txid"`
+		} `json:"unrestorable"`
+		MovedAside []string `json:"moved_aside"`
+	}
+	if err := json.Unmarshal([]byte(mustSluice(t, m.Env(), "verify", "-q", "-json", dbURL)), &vr); err != nil || !vr.OK ||
+		len(vr.Unrestorable) == 0 || vr.Unrestorable[0].From != victim.MinTXID {
+		t.Errorf("verify -json after the heal: %+v (%v); want ok and TXIDs from %d listed as not restorable", vr, err, victim.MinTXID)
+	}
 	if damage != "delete" {
+		if len(vr.MovedAside) != 1 || !strings.HasSuffix(vr.MovedAside[0], victim.Key) {
+			t.Errorf("verify -json lists %v moved aside, want %s", vr.MovedAside, victim.Key)
+		}
 		if _, err := store.Stat(ctx, "sluice/damaged/"+victim.Key); err != nil {
 			t.Errorf("the damaged object was not moved aside: %v", err)
 		}
