@@ -121,3 +121,57 @@ func TestDamagedReplicaIsHealedBeforeTheNextAcknowledgement(t *testing.T) {
 		t.Fatalf("latest restore holds %d rows, want %d", n, rows)
 	}
 }
+
+// The sidecar heals too: a stream whose compaction meets a damaged level-0
+// object left by an earlier run uploads a snapshot on its own.
+func TestStreamHealsADamagedReplica(t *testing.T) {
+	ctx := context.Background()
+	store := newStore(t)
+	path := filepath.Join(t.TempDir(), "app.db")
+	a := newApp(t, path)
+	db, err := Open(ctx, path, Options{Name: "app", Logger: testLogger(t), Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		a.exec("INSERT INTO t VALUES (1)")
+		if _, err := db.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	l0 := levels(t, store)[0]
+	victim := l0[len(l0)/2]
+	if err := store.Delete(ctx, victim.Key); err != nil {
+		t.Fatal(err)
+	}
+	var dl damageLog
+	s := NewStream(path, Options{Name: "app", Logger: testLogger(t), Store: store, Damage: &dl,
+		Compaction: &Compaction{Config: compact.Config{}}}, StreamOptions{Interval: 20 * time.Millisecond})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		dl.mu.Lock()
+		n := len(dl.healed)
+		dl.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heal within 10 s of a missing %s", victim.Key)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.exec("INSERT INTO t VALUES (2)")
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rowsInReplica(t, store); n != 7 {
+		t.Fatalf("replica restores %d rows, want 7", n)
+	}
+}

@@ -93,8 +93,8 @@ type core struct {
 	compStop    context.CancelFunc // the database's own compaction timer
 	compDone    chan struct{}
 
-	// snapshot uploads the local database as a level-9 snapshot (DB only:
-	// the server's writer heals; nil for a Stream).
+	// snapshot uploads the local database as a level-9 snapshot: how a
+	// damaged replica is healed (heal.go).
 	snapshot func(context.Context) (replica.LTXFile, error)
 	hs       healState
 
