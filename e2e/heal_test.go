@@ -283,3 +283,53 @@ func rowIDs(t *testing.T, path string) map[int]bool {
 	}
 	return ids
 }
+
+// Without the local file (a new machine), nothing can heal a damaged
+// object no other level covers: the restore on open fails naming it, and
+// /ready says so too instead of staying 200.
+func TestServeRestoreOnOpenReportsDamage(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.NewBucket(t)
+	data := t.TempDir()
+	noCompaction := writeFile(t, t.TempDir(), "serve.yml", "compaction:\n  disabled: true\n")
+	serve := func(dir string, extra ...string) (*process, string) {
+		host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
+		args := append([]string{"serve", "-data", dir, "-replica", m.URL(bucket, ""), "-listen", host}, extra...)
+		return start(t, m.Env(), sluiceBin, args...), "http://" + host
+	}
+	p, base := serve(data, "-config", noCompaction)
+	waitUntil(t, 60*time.Second, func() bool { return readyCode(base+"/ready") == 200 }, p)
+	call(base, "PUT", "/v1/databases/app", "")
+	call(base, "POST", "/v1/databases/app/query", `{"sql":"CREATE TABLE t (id INTEGER PRIMARY KEY)"}`)
+	for id := 1; id <= 10; id++ {
+		call(base, "POST", "/v1/databases/app/query", fmt.Sprintf(`{"sql":"INSERT INTO t (id) VALUES (%d)"}`, id))
+	}
+	stopServe(t, p)
+	ctx := context.Background()
+	store, err := replicaurl.Open(ctx, m.URL(bucket, "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	l0, _ := replica.ListLTX(ctx, store, 0)
+	victim := l0[len(l0)/2]
+	body := getObject(t, store, victim.Key)
+	body[len(body)/2] ^= 1
+	if _, err := store.Put(ctx, victim.Key, bytes.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+
+	p, base = serve(t.TempDir()) // a fresh disk: the database must be restored
+	restarted := time.Now()
+	waitUntil(t, 30*time.Second, func() bool { return readyCode(base+"/health") == 200 }, p)
+	if code, out := call(base, "POST", "/v1/databases/app/query", `{"sql":"SELECT count(*) FROM t"}`); code != 503 || !strings.Contains(out, victim.Key) {
+		t.Fatalf("read of a database whose restore meets damage: %d %s; want 503 naming %s", code, out, victim.Key)
+	}
+	var ready string
+	waitUntil(t, 5*time.Second, func() bool {
+		code, out := call(base, "GET", "/ready", "")
+		ready = out
+		return code == 503 && strings.Contains(out, victim.Key)
+	}, p)
+	t.Logf("/ready 503 naming %s %s after the restart: %s", victim.Key, time.Since(restarted).Round(time.Millisecond), strings.TrimSpace(ready))
+}

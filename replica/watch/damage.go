@@ -87,7 +87,7 @@ func (d *Damage) Status() DamageStatus {
 	sort.Slice(dbs, func(i, j int) bool { return d.open[dbs[i]].at.Before(d.open[dbs[j]].at) })
 	if len(dbs) > 0 {
 		r := d.open[dbs[0]]
-		st.Reason = fmt.Sprintf("database %s: %s; healing with a snapshot of the local database", dbs[0], r.err)
+		st.Reason = fmt.Sprintf("database %s: %s", dbs[0], r.err)
 	}
 	return st
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/restore"
 )
 
 // restoreDamaged reports a restore on open that failed on a damaged,
@@ -15,9 +16,10 @@ func (h *Host) restoreDamaged(name string, store replica.Store, err error) {
 		return
 	}
 	de := &replica.DamageError{Key: "(restore)", Store: store.String(), What: "damaged", Err: err}
-	var found *replica.DamageError
-	if errors.As(err, &found) {
-		de = found
+	if key, ok := restore.DamagedKey(err); ok {
+		// The log line below has the restore's whole story.
+		de.Key, de.What = key, "damaged"
+		de.Err = errors.New("a restore on open needs it and no other level covers it; the database stays closed (no local copy to heal from)")
 	}
 	h.opts.Logger.Error("restore on open met a damaged replica; the database stays closed", "db", name, "key", de.Key, "err", err)
 	h.opts.Damage.Damaged(name, de)
