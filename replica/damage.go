@@ -109,7 +109,7 @@ func DecodeLTX(r io.Reader) (ltx.Header, ltx.Trailer, error) {
 		if err := dec.DecodePage(&ph, page); err == io.EOF {
 			break
 		} else if err != nil {
-			return hdr, ltx.Trailer{}, fmt.Errorf("page after %d: %w", ph.Pgno, err)
+			return hdr, ltx.Trailer{}, fmt.Errorf("after page %d: %w", ph.Pgno, err)
 		}
 	}
 	if err := dec.Close(); err != nil {
