@@ -84,6 +84,17 @@ func (b *BodyCache) put(owner *Compactor, key string, body []byte, now time.Time
 	b.used += n
 }
 
+// has reports whether owner's file key is kept.
+func (b *BodyCache) has(owner *Compactor, key string) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.items[bodyKey{owner, key}]
+	return ok
+}
+
 // take returns and forgets owner's file key.
 func (b *BodyCache) take(owner *Compactor, key string) ([]byte, bool) {
 	if b == nil {

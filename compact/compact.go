@@ -54,6 +54,9 @@ type Config struct {
 	// Bodies keeps small level-0 files as uploaded for the level-1 merge
 	// (default DefaultBodies, shared by every compactor of the process).
 	Bodies *BodyCache
+	// OnDamage learns each damaged object once, when a second read has
+	// confirmed it (the writer heals: see Healed). It must not block.
+	OnDamage func(*replica.DamageError)
 }
 
 // Defaults (documented in the README's config reference).
@@ -142,6 +145,9 @@ type Compactor struct {
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	idx         *index
 	lastCompact map[int]time.Time // per level (9 = snapshots): when it was last due
+	quarantined map[string]bool   // damaged objects left out of merges until healed
+
+	tail tailCheck
 }
 
 // New returns a compactor for store. Invalid levels make every pass fail
@@ -152,7 +158,7 @@ func New(store replica.Store, cfg Config, logger *slog.Logger) *Compactor {
 	}
 	cfg = cfg.withDefaults()
 	return &Compactor{store: store, budget: cfg.Budget, cfg: cfg, cfgErr: cfg.validate(), log: logger.With("replica", store.String()),
-		lastCompact: map[int]time.Time{}}
+		lastCompact: map[int]time.Time{}, quarantined: map[string]bool{}, tail: tailCheck{done: make(chan struct{})}}
 }
 
 // NotifyBody is Notify for a file whose bytes, as uploaded, are at hand:
@@ -337,7 +343,19 @@ func (c *Compactor) CompactOnce(ctx context.Context, now time.Time) error {
 	if err := c.sync(ctx, now); err != nil {
 		return err
 	}
+	if err := c.checkTail(ctx, now); err != nil {
+		return err
+	}
+	err := c.pass(ctx, now)
+	var de *replica.DamageError
+	if errors.As(err, &de) && c.damaged(ctx, de) {
+		return nil // reported once; the next pass goes on without it
+	}
+	return err
+}
 
+// pass is CompactOnce's work once the index is current.
+func (c *Compactor) pass(ctx context.Context, now time.Time) error {
 	// Every step below decides from memory whether it has work; a pass with
 	// nothing due makes no store request (ARCHITECTURE.md, invariant 4).
 	for _, l := range c.cfg.Levels {

@@ -107,6 +107,18 @@ func (idx *index) remove(keys map[string]bool) {
 	}
 }
 
+// find returns the file with key.
+func (idx *index) find(key string) (replica.LTXFile, bool) {
+	for _, files := range idx.levels {
+		for _, f := range files {
+			if f.Key() == key {
+				return f.file(), true
+			}
+		}
+	}
+	return replica.LTXFile{}, false
+}
+
 // maxTXID is the highest TXID held at level (0 if empty).
 func (idx *index) maxTXID(level int) ltx.TXID {
 	var m ltx.TXID

@@ -1,10 +1,12 @@
 package compact
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -85,7 +87,7 @@ func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile 
 	after := c.reached(level)
 	var src []replica.LTXFile
 	for _, f := range c.idx.levels[level-1] {
-		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written().After(writtenBy)) {
+		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written().After(writtenBy)) && !c.quarantined[f.Key()] {
 			src = append(src, f.file())
 		}
 	}
@@ -144,7 +146,13 @@ func (c *Compactor) snapshot(ctx context.Context, now time.Time) error {
 	if latest == 0 || latest <= c.idx.maxTXID(replica.SnapshotLevel) || !c.due(replica.SnapshotLevel, c.cfg.SnapshotInterval, now) {
 		return nil
 	}
-	chain, err := restore.Chain(c.idx.all(), 0)
+	chain, err := restore.Chain(c.usable(), 0)
+	if err != nil && len(c.quarantined) > 0 {
+		// A damaged object breaks the chain: the writer's snapshot, from
+		// its local database, heals it (see damage.go); retried after.
+		c.undue(replica.SnapshotLevel, prev, had)
+		return nil
+	}
 	if err == nil {
 		err = c.write(ctx, replica.SnapshotLevel, chain, now)
 	} else {
@@ -168,6 +176,10 @@ func (c *Compactor) write(ctx context.Context, level int, inputs []replica.LTXFi
 		return err
 	}
 	defer removeTemp(tmp)
+	if err := verifyOutput(tmp, hdr); err != nil {
+		return fmt.Errorf("compact: the merged file for level %d, TXIDs %s..%s, in %s failed its check and was not uploaded: %w",
+			level, hdr.MinTXID, hdr.MaxTXID, c.store, err)
+	}
 	f, err := c.upload(ctx, level, hdr, tmp, size)
 	if errors.Is(err, replica.ErrExists) {
 		if f, err = c.adopt(ctx, level, hdr.MinTXID, hdr.MaxTXID); err != nil {
@@ -227,4 +239,25 @@ func (c *Compactor) adopt(ctx context.Context, level int, min, max ltx.TXID) (re
 			key, c.store, hdr.MinTXID, hdr.MaxTXID)
 	}
 	return f, nil
+}
+
+// verifyOutput decodes a merged file before it is uploaded, as a restore
+// would read it (every page, the file checksum), and checks it holds the
+// range it will be named after: a merge bug or a bad scratch disk never
+// reaches the store. It reads the scratch file once more, from the page
+// cache, and rewinds it for the upload.
+func verifyOutput(f *os.File, want ltx.Header) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	hdr, _, err := replica.DecodeLTX(bufio.NewReaderSize(f, 64<<10))
+	if err == nil && (hdr.MinTXID != want.MinTXID || hdr.MaxTXID != want.MaxTXID || hdr.Commit != want.Commit) {
+		err = fmt.Errorf("it holds TXIDs %s..%s (commit %d), not %s..%s (commit %d)",
+			hdr.MinTXID, hdr.MaxTXID, hdr.Commit, want.MinTXID, want.MaxTXID, want.Commit)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return err
 }

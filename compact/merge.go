@@ -109,6 +109,15 @@ func (c *Compactor) merge(ctx context.Context, inputs []replica.LTXFile) (*os.Fi
 	return out, size, hdr, nil
 }
 
+// inputErr classes a failure to read a store input as damage to that
+// object where it is (see replica.Damaged); intermediates are local files.
+func (c *Compactor) inputErr(ctx context.Context, s source, err error) error {
+	if s.path != "" || s.file.Key == "" {
+		return err
+	}
+	return replica.Damaged(ctx, c.store, s.file.Key, err)
+}
+
 func contains(fs []*os.File, f *os.File) bool {
 	for _, x := range fs {
 		if x == f {
@@ -200,7 +209,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 			} else {
 				rc, err := c.store.Get(ctx, s.file.Key)
 				if err != nil {
-					errs[i] = fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, replica.Stalled(ctx, err))
+					errs[i] = fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, c.inputErr(ctx, s, replica.Stalled(ctx, err)))
 					return
 				}
 				wd.Touch()
@@ -213,7 +222,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 				errs[i] = fmt.Errorf("compaction input %s in %s cannot be read: %w", s.name, c.store, replica.Stalled(ctx, err))
 				return
 			} else if err != nil {
-				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, err)
+				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, c.inputErr(ctx, s, err))
 				return
 			}
 			hdrs[i] = decs[i].Header()
@@ -271,7 +280,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, replica.Stalled(ctx, err))
+			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, c.inputErr(ctx, srcs[i], replica.Stalled(ctx, err)))
 		}
 		return nil
 	}
@@ -315,7 +324,7 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 	}
 	for i, dec := range decs {
 		if err := dec.Close(); err != nil {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, replica.Stalled(ctx, err))
+			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, c.inputErr(ctx, srcs[i], replica.Stalled(ctx, err)))
 		}
 	}
 	newest := claim{known: !last.NoChecksum(), sum: decs[len(decs)-1].Trailer().PostApplyChecksum}

@@ -102,6 +102,18 @@ func (r *Replicator) Pos() ltx.Pos {
 	return db.Pos()
 }
 
+// Snapshot uploads the database as a level-9 snapshot at its shipped TXID
+// (DB.Snapshot): how the sidecar heals a damaged replica.
+func (r *Replicator) Snapshot(ctx context.Context) (replica.LTXFile, error) {
+	r.mu.Lock()
+	db := r.db
+	r.mu.Unlock()
+	if db == nil {
+		return replica.LTXFile{}, fmt.Errorf("database %s is not replicating yet", r.path)
+	}
+	return db.Snapshot(ctx)
+}
+
 // Health returns the replicator's current state.
 func (r *Replicator) Health() Health {
 	r.mu.Lock()

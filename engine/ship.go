@@ -36,6 +36,12 @@ type pageSource func(yield func(pgno uint32, data []byte) error) error
 // No rolling checksums go in the file (see state.go): Litestream 0.5.17's
 // restore refuses files that carry them, so the caller keeps them.
 func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSource) (int, error) {
+	return encodeRange(w, pageSize, commit, txid, txid, pages)
+}
+
+// encodeRange is encodeLTX for a file holding TXIDs min..max (a snapshot:
+// 1..max with every page).
+func encodeRange(w io.Writer, pageSize, commit uint32, min, txid ltx.TXID, pages pageSource) (int, error) {
 	enc := ltxenc.New(w)
 	defer enc.Release()
 	hdr := ltx.Header{
@@ -43,7 +49,7 @@ func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSo
 		Flags:     ltx.HeaderFlagNoChecksum,
 		PageSize:  pageSize,
 		Commit:    commit,
-		MinTXID:   txid,
+		MinTXID:   min,
 		MaxTXID:   txid,
 		Timestamp: time.Now().UnixMilli(),
 	}

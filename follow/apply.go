@@ -69,11 +69,12 @@ func (f *Follower) applyNext(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("follow %s: read %s: %w", f.store, key, err)
 	}
 	hdr, pages, err := decodeFile(data)
-	if err != nil {
-		return false, fmt.Errorf("follow %s: %s is not a valid LTX file (%w); the replica is damaged: restore it or report a bug", f.store, key, err)
+	if err == nil && (hdr.MinTXID != next || hdr.MaxTXID != next) {
+		err = fmt.Errorf("it holds TXIDs %s-%s, expected %s only", hdr.MinTXID, hdr.MaxTXID, next)
 	}
-	if hdr.MinTXID != next || hdr.MaxTXID != next {
-		return false, fmt.Errorf("follow %s: %s holds TXIDs %s-%s, expected %s only", f.store, key, hdr.MinTXID, hdr.MaxTXID, next)
+	if err != nil {
+		return false, fmt.Errorf("follow %s: %s is not a valid LTX file; the replica is damaged: %w", f.store, key,
+			&replica.DamageError{Key: key, Store: f.store.String(), What: "corrupt", Err: err})
 	}
 	if hdr.PageSize != f.pageSize {
 		f.log.Info("the page size changed; restoring again", "from", f.pageSize, "to", hdr.PageSize)

@@ -43,6 +43,11 @@ type Options struct {
 	// read transactions (default 5 s).
 	BusyTimeout time.Duration
 	Logger      *slog.Logger
+	// OnDamage learns, once, that the next file is damaged (the follower
+	// then waits: the writer heals the replica with a snapshot, which the
+	// follower restores); OnRecovered, that the follower moved on since.
+	OnDamage    func(*replica.DamageError)
+	OnRecovered func()
 }
 
 func (o Options) withDefaults() Options {
@@ -88,6 +93,7 @@ type Follower struct {
 	missing  time.Time     // when fetches started finding nothing (zero: last fetch found a file)
 	applied  atomic.Int64  // files applied since Open
 	restores atomic.Int64  // restores since Open (the first one included)
+	damaged  string        // the damaged object Run last reported ("" if none); Run's own
 }
 
 // ErrClosed is returned by WaitFor once the Follower is closed.
@@ -215,8 +221,26 @@ func (f *Follower) Run(ctx context.Context) {
 	t := time.NewTicker(f.opts.PollInterval)
 	defer t.Stop()
 	for {
-		if _, err := f.Poll(ctx); err != nil && ctx.Err() == nil {
+		n, err := f.Poll(ctx)
+		var de *replica.DamageError
+		switch {
+		case errors.As(err, &de) && ctx.Err() == nil:
+			if f.damaged != de.Key {
+				f.damaged = de.Key
+				f.log.Error("replica object damaged: this follower waits for the writer to heal the replica with a snapshot",
+					"replica", f.store.String(), "key", de.Key, "damage", de.What, "err", de.Err)
+				if f.opts.OnDamage != nil {
+					f.opts.OnDamage(de)
+				}
+			}
+		case err != nil && ctx.Err() == nil:
 			f.log.Warn("following the replica failed; retrying at the next poll", "replica", f.store.String(), "err", err)
+		case n > 0 && f.damaged != "":
+			f.log.Info("following again past the damaged object", "replica", f.store.String(), "key", f.damaged, "txid", f.Pos().TXID.String())
+			f.damaged = ""
+			if f.opts.OnRecovered != nil {
+				f.opts.OnRecovered()
+			}
 		}
 		select {
 		case <-ctx.Done():

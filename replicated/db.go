@@ -3,11 +3,15 @@ package replicated
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/engine"
 )
+
+// tailCheckTimeout bounds the check Open starts in the background.
+const tailCheckTimeout = time.Minute
 
 // DB is a replicated database whose owner ships after each commit: Sync
 // uploads everything committed as one LTX file.
@@ -29,7 +33,18 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.snapshot = eng.Snapshot
 	c.start(context.Background())
+	if c.comp != nil {
+		// Check what earlier runs left unmerged now, off the write path:
+		// the first acknowledgement waits for it (restorable) and usually
+		// finds it done. A failure here is retried by that Sync.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), tailCheckTimeout)
+			defer cancel()
+			_ = c.comp.CheckTail(ctx)
+		}()
+	}
 	return &DB{core: c, eng: eng}, nil
 }
 
@@ -40,6 +55,10 @@ func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	pos, err := d.eng.Sync(ctx)
 	if d.core.opts.Lease != nil && errors.Is(err, engine.ErrFenced) {
 		d.core.leaseLost(err)
+	}
+	if err == nil {
+		// Acknowledged means restorable: see heal.go.
+		err = d.core.restorable(ctx, pos)
 	}
 	return pos, err
 }

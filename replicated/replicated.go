@@ -51,6 +51,9 @@ type Options struct {
 	// shipping goroutine with the engine's lock held: it must be quick and
 	// must not call back into the database.
 	OnShip func(replica.LTXFile)
+	// Damage, if set, hears of damaged objects found in the replica and of
+	// their healing (see heal.go).
+	Damage DamageReporter
 }
 
 // Compaction says how a replica is compacted.
@@ -90,6 +93,11 @@ type core struct {
 	compStop    context.CancelFunc // the database's own compaction timer
 	compDone    chan struct{}
 
+	// snapshot uploads the local database as a level-9 snapshot: how a
+	// damaged replica is healed (heal.go).
+	snapshot func(context.Context) (replica.LTXFile, error)
+	hs       healState
+
 	closing  atomic.Bool
 	closed   chan struct{} // ends the lease watch
 	lostOnce sync.Once
@@ -106,7 +114,9 @@ func newCore(opts Options) *core {
 	}
 	if opts.Compaction != nil {
 		// Compaction writes the history too: through the guard.
-		c.comp = compact.New(c.store, opts.Compaction.Config, c.log)
+		cfg := opts.Compaction.Config
+		cfg.OnDamage = c.damaged
+		c.comp = compact.New(c.store, cfg, c.log)
 	}
 	return c
 }

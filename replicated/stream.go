@@ -36,6 +36,7 @@ func NewStream(path string, opts Options, so StreamOptions) *Stream {
 		OnResult:    so.OnResult,
 		OnShip:      c.shipped,
 	})
+	c.snapshot = rep.Snapshot // the sidecar heals damage too (it acknowledges nothing)
 	return &Stream{core: c, rep: rep, interval: so.Interval}
 }
 

@@ -21,6 +21,13 @@ type fileError struct {
 func (e *fileError) Error() string { return e.err.Error() }
 func (e *fileError) Unwrap() error { return e.err }
 
+// Is makes a file that failed for its own sake (not the store's) match
+// replica.ErrDamaged.
+func (e *fileError) Is(target error) bool {
+	return target == replica.ErrDamaged && !errors.Is(e.err, replica.ErrUnavailable) &&
+		!errors.Is(e.err, replica.ErrStalled) && !errors.Is(e.err, context.DeadlineExceeded)
+}
+
 // errLocal marks failures of the local output file (a full disk, say): no
 // other replica file can help with those.
 var errLocal = errors.New("restored database")
@@ -54,5 +61,15 @@ func noFallback(damaged []*fileError, target ltx.TXID, planErr error) error {
 	last := damaged[len(damaged)-1]
 	return fmt.Errorf("%w; no other level covers TXIDs %s..%s of the damaged file %s (level %d), "+
 		"so the state at TXID %s cannot be rebuilt: restore to TXID %d at most, or from another replica: %w",
-		planErr, last.file.MinTXID, last.file.MaxTXID, last.file.Key, last.file.Level, target, last.file.MinTXID-1, last.err)
+		planErr, last.file.MinTXID, last.file.MaxTXID, last.file.Key, last.file.Level, target, last.file.MinTXID-1, last)
+}
+
+// DamagedKey names the replica object a restore error blames, if any: the
+// last file found damaged, truncated or unreadable for its own sake.
+func DamagedKey(err error) (string, bool) {
+	var fe *fileError
+	if errors.As(err, &fe) && errors.Is(err, replica.ErrDamaged) {
+		return fe.file.Key, true
+	}
+	return "", false
 }

@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -147,5 +148,18 @@ func TestRestoreLeadFileAfterTheBase(t *testing.T) {
 				wantExact(t, h, out, txid)
 			}
 		})
+	}
+}
+
+// A restore that no other level can rescue names the damaged object in a
+// way callers can read (DamagedKey) and matches replica.ErrDamaged.
+func TestDamagedKeyNamesTheObjectNoLevelCovers(t *testing.T) {
+	err := noFallback([]*fileError{{file: replica.LTXFile{Key: "ltx/0/x.ltx", MinTXID: 5, MaxTXID: 5}, err: errors.New("file checksum mismatch")}},
+		7, errors.New("gap"))
+	if key, ok := DamagedKey(err); !ok || key != "ltx/0/x.ltx" || !errors.Is(err, replica.ErrDamaged) {
+		t.Fatalf("DamagedKey(%v) = %q, %v", err, key, ok)
+	}
+	if _, ok := DamagedKey(fmt.Errorf("plan: %w", &fileError{err: replica.ErrUnavailable})); ok {
+		t.Fatal("a store outage blamed on an object")
 	}
 }

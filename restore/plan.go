@@ -24,6 +24,9 @@ import (
 // -if-replica-exists test for it with errors.Is.
 var ErrNoReplica = errors.New("replica holds no LTX file (nothing to restore)")
 
+// errDamagedReplica words replica.ErrDamaged for a gap in the history.
+var errDamagedReplica = fmt.Errorf("the replica is damaged (%w)", replica.ErrDamaged)
+
 // Plan lists the replica once and returns the files that rebuild the target
 // state, oldest first: a file starting at TXID 1 (a snapshot) followed by the
 // files that continue it, the fewest possible.
@@ -234,6 +237,35 @@ func chainError(files []replica.LTXFile, cur, target ltx.TXID) error {
 		next = target + 1
 	}
 	return fmt.Errorf("gap in the replica: the chain reaches TXID %s (%d) but no file holds TXID %s; "+
-		"missing TXIDs %s..%s (%d..%d): the replica is damaged, restore to TXID %d at most or from another replica",
-		cur, cur, cur+1, cur+1, next-1, cur+1, next-1, cur)
+		"missing TXIDs %s..%s (%d..%d): %w, restore to TXID %d at most or from another replica",
+		cur, cur, cur+1, cur+1, next-1, cur+1, next-1, errDamagedReplica, cur)
+}
+
+// Gap reports the first range of TXIDs, from..to, that no file holds on the
+// way to the newest TXID in files (ok=false: the newest state has a chain).
+// A missing start (no file at TXID 1) is reported as from=1.
+func Gap(files []replica.LTXFile) (from, to ltx.TXID, ok bool) {
+	if len(files) == 0 {
+		return 0, 0, false
+	}
+	files = flatten([][]replica.LTXFile{files})
+	var target ltx.TXID
+	for _, f := range files {
+		target = max(target, f.MaxTXID)
+	}
+	var cur ltx.TXID
+	for cur < target {
+		best, found := nextFile(files, cur, target)
+		if !found {
+			next := target + 1
+			for _, f := range files {
+				if f.MinTXID > cur+1 && f.MinTXID < next {
+					next = f.MinTXID
+				}
+			}
+			return cur + 1, next - 1, true
+		}
+		cur = best.MaxTXID
+	}
+	return 0, 0, false
 }

@@ -42,6 +42,7 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	code = s.damageReadiness(code, body)
 	w.Header().Set("Cache-Control", "no-store")
 	httpjson.Write(w, code, body)
 }

@@ -63,7 +63,8 @@ type Server struct {
 	hrana    *hrana.Handler
 	auth     *auth.Authenticator
 	metrics  *serverMetrics
-	watch    *watch.Watch // the replica's readiness (/ready)
+	watch    *watch.Watch  // the replica's readiness (/ready)
+	damage   *watch.Damage // damaged replica objects not healed yet (/ready, metrics)
 	compact  *compaction
 	handler  http.Handler
 	cert     *certFiles // nil: plain HTTP
@@ -126,6 +127,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		}
 		return s.host.Stats()
 	}, s.watch)
+	s.damage = s.newDamage()
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
@@ -137,6 +139,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		PollInterval:     time.Duration(cfg.Lease.PollInterval),
 		BookmarkWait:     time.Duration(cfg.Lease.BookmarkWait),
 		Logger:           logger,
+		Damage:           s.damage,
 	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
@@ -157,6 +160,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
+		Damage:           s.damage,
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),

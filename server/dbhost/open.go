@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/replica"
@@ -69,8 +70,10 @@ func (h *Host) restore(ctx context.Context, store replica.Store, path string, lo
 		return false, nil
 	}
 	if err != nil {
+		h.restoreDamaged(strings.TrimSuffix(filepath.Base(path), ".db"), store, err)
 		return false, dberr.New(dberr.CodeUnavailable, fmt.Sprintf("restore of %s from %s failed: %v; check the replica and retry", filepath.Base(path), store, err))
 	}
+	h.restoreHealed(strings.TrimSuffix(filepath.Base(path), ".db"))
 	log.Info("restored database from replica", "replica", store.String(), "took", time.Since(start))
 	return true, nil
 }

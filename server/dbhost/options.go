@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
@@ -49,6 +50,10 @@ type Options struct {
 	// server drops its read replica of it there (the writer restores from
 	// the bucket, at least as new).
 	OnWriterOpening func(name string)
+
+	// Damage, if set, hears of damaged objects found in a database's
+	// replica (by compaction, or by a restore on open) and of their healing.
+	Damage replicated.DamageReporter
 
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration

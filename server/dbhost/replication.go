@@ -42,6 +42,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Store:        db.store,
 		RequireMatch: h.opts.Durability == groupcommit.Sync,
 		Compaction:   h.opts.Replication.Compaction,
+		Damage:       h.opts.Damage,
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
 				h.opts.Observer.Shipped(db.name, f)

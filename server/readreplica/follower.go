@@ -33,8 +33,13 @@ type followed struct {
 // startFollower restores name's copy at path from store and starts keeping
 // it current.
 func startFollower(ctx context.Context, name, path string, store replica.Store, opts Options) (*followed, error) {
-	f, err := follow.Open(ctx, path, store, follow.Options{
-		PollInterval: opts.PollInterval, Logger: opts.Logger.With("follower", name)})
+	fo := follow.Options{PollInterval: opts.PollInterval, Logger: opts.Logger.With("follower", name)}
+	if d := opts.Damage; d != nil {
+		since := time.Time{}
+		fo.OnDamage = func(de *replica.DamageError) { since = time.Now(); d.Damaged(name, de) }
+		fo.OnRecovered = func() { d.Healed(name, "", time.Since(since)) }
+	}
+	f, err := follow.Open(ctx, path, store, fo)
 	if errors.Is(err, restore.ErrNoReplica) {
 		return nil, dbhost.NotFound(name)
 	} else if err != nil {

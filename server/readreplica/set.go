@@ -36,6 +36,16 @@ type Options struct {
 	PollInterval     time.Duration // how often a caught-up copy polls the bucket [200ms]
 	BookmarkWait     time.Duration // how long a read waits for its bookmark [5s]
 	Logger           *slog.Logger
+	// Damage, if set, hears when a copy meets a damaged object in the
+	// replica and when it moved past it (readiness, metrics).
+	Damage DamageReporter
+}
+
+// DamageReporter is replicated.DamageReporter: a follower reports as a
+// writer does.
+type DamageReporter interface {
+	Damaged(db string, err *replica.DamageError)
+	Healed(db string, snapshot string, took time.Duration)
 }
 
 func (o *Options) setDefaults() {
