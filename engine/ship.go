@@ -35,7 +35,8 @@ type pageSource func(yield func(pgno uint32, data []byte) error) error
 // encodeLTX writes one LTX file holding TXID txid to w, page by page.
 // No rolling checksums go in the file (see state.go): Litestream 0.5.17's
 // restore refuses files that carry them, so the caller keeps them.
-func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSource) (int, error) {
+// from is the part of the WAL the file was captured from (see walRange).
+func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, from walRange, pages pageSource) (int, error) {
 	enc := ltxenc.New(w)
 	defer enc.Release()
 	hdr := ltx.Header{
@@ -46,6 +47,10 @@ func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSo
 		MinTXID:   txid,
 		MaxTXID:   txid,
 		Timestamp: time.Now().UnixMilli(),
+		WALOffset: from.off,
+		WALSize:   from.size,
+		WALSalt1:  from.salt1,
+		WALSalt2:  from.salt2,
 	}
 	if err := enc.EncodeHeader(hdr); err != nil {
 		return 0, fmt.Errorf("encode LTX header of TXID %s: %w", txid, err)

@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/internal/testenv"
+)
+
+// rollbackReplica is one kind of replica both tools write: its URL, the
+// environment each tool needs, and where its level-0 files are on disk (file
+// replica) or "" (MinIO).
+type rollbackReplica struct {
+	url       string
+	sluiceEnv []string
+	lsEnv     []string
+	level0Dir string
+}
+
+func rollbackReplicas(t *testing.T) map[string]func(t *testing.T) rollbackReplica {
+	return map[string]func(t *testing.T) rollbackReplica{
+		"file": func(t *testing.T) rollbackReplica {
+			dir := filepath.Join(t.TempDir(), "replica")
+			return rollbackReplica{url: "file://" + dir, lsEnv: os.Environ(), level0Dir: filepath.Join(dir, "ltx", "0")}
+		},
+		"s3": func(t *testing.T) rollbackReplica {
+			m := testenv.MinIO(t)
+			return rollbackReplica{url: m.URL(m.NewBucket(t), "app"), sluiceEnv: m.Env(), lsEnv: litestreamEnv(m)}
+		},
+	}
+}
+
+// phase is one stretch of writes under one replicator, with the rows the
+// database holds at its end.
+type phase struct {
+	tool string
+	rows int
+}
+
+// check restores the replica with both tools and requires each copy to hold
+// exactly the live database's rows (content and integrity compared).
+func (r rollbackReplica) check(t *testing.T, live string, ph phase, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	bySluice := filepath.Join(dir, "by-sluice.db")
+	mustSluice(t, r.sluiceEnv, "restore", "-integrity-check", "-o", bySluice, r.url)
+	byLitestream := filepath.Join(dir, "by-litestream.db")
+	r.litestream(t, "restore", "-o", byLitestream, r.url)
+	gotS, gotL := sameDB(t, live, bySluice), sameDB(t, live, byLitestream)
+	t.Logf("phase %d (%s wrote): %d rows written in all; sluice restore %d, litestream restore %d", n, ph.tool, ph.rows, gotS, gotL)
+	if gotS != int64(ph.rows) || gotL != int64(ph.rows) {
+		t.Fatalf("phase %d (%s): restored %d (sluice) and %d (litestream) rows, want %d", n, ph.tool, gotS, gotL, ph.rows)
+	}
+}
+
+func (r rollbackReplica) litestream(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := runWithEnv(litestreamPath(t), r.lsEnv, args...)
+	if err != nil {
+		t.Fatalf("litestream %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func runWithEnv(bin string, env []string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// replicateWithSluice runs `sluice replicate` while an application writes rows
+// more rows, then stops it with SIGTERM.
+func (r rollbackReplica) replicateWithSluice(t *testing.T, db string, rows int) {
+	t.Helper()
+	side := start(t, r.sluiceEnv, sluiceBin, "replicate", "-interval", "100ms", db, r.url)
+	time.Sleep(300 * time.Millisecond)
+	if err := writer(t, db, rows, 5, time.Millisecond).wait(t, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	stopSidecar(t, side)
+}
+
+// replicateWithLitestream runs `litestream replicate` while an application
+// writes rows more rows, then stops it with SIGTERM (Litestream ships what is
+// left on the way out). Any error it logs fails the test: an error on every
+// sync is how it "replicates nothing".
+func (r rollbackReplica) replicateWithLitestream(t *testing.T, db string, rows int) {
+	t.Helper()
+	ls := start(t, nil, "env", append(envArgs(r.lsEnv), litestreamPath(t), "replicate", db, r.url)...)
+	// Litestream opens the database at its first sync, a second or so after
+	// it starts; stopped before that, it exits having shipped nothing. As
+	// sluice wrote last, opening it always fetches sluice's newest file.
+	waitFor(t, ls, "fetched latest L0 file from replica", time.Minute)
+	if err := writer(t, db, rows, 5, time.Millisecond).wait(t, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	_ = ls.cmd.Process.Signal(syscall.SIGTERM)
+	err := ls.wait(t, time.Minute)
+	out := ls.out.String()
+	failed := err != nil
+	for _, line := range strings.Split(out, "\n") {
+		// Its background compaction can fail when shutdown closes the
+		// database under it; that costs nothing, the next run redoes it.
+		failed = failed || strings.Contains(line, "level=ERROR") && !strings.Contains(line, `msg="compaction failed"`)
+	}
+	if failed {
+		t.Fatalf("litestream replicate (exit %v) logged errors:\n%s", err, out)
+	}
+}
+
+// firstFileAfter describes how Litestream took over: the first level-0 file
+// it wrote after TXID txid holds every page (it started a new snapshot) or
+// only what changed (it continued from the WAL offset sluice recorded).
+func (r rollbackReplica) firstFileAfter(t *testing.T, txid uint64) string {
+	t.Helper()
+	if r.level0Dir == "" {
+		return "(not inspected on MinIO)"
+	}
+	name := ltx.FormatFilename(ltx.TXID(txid+1), ltx.TXID(txid+1))
+	f, err := os.Open(filepath.Join(r.level0Dir, name))
+	if err != nil {
+		t.Fatalf("Litestream wrote no TXID %d: %v; the replica holds %v", txid+1, err, ltxFiles(t, filepath.Dir(filepath.Dir(r.level0Dir))))
+	}
+	defer f.Close()
+	dec := ltx.NewDecoder(f)
+	if err := dec.DecodeHeader(); err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	buf := make([]byte, dec.Header().PageSize)
+	for {
+		var ph ltx.PageHeader
+		if err := dec.DecodePage(&ph, buf); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+	}
+	if uint32(pages) >= dec.Header().Commit-1 {
+		return "a new snapshot"
+	}
+	return "continued from the WAL"
+}
+
+func (r rollbackReplica) maxTXID(t *testing.T) uint64 {
+	if r.level0Dir == "" {
+		return 0
+	}
+	return maxTXID(t, filepath.Dir(filepath.Dir(r.level0Dir)))
+}
+
+// Rolling back from sluice to Litestream, on another host: sluice writes,
+// `litestream restore` then `litestream replicate` continue the replica from
+// the restored copy (its new WAL cannot be the one sluice read: Litestream
+// must start a new snapshot), then sluice takes it over again. After every
+// phase, both tools restore every row written so far.
+func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
+	for name, mk := range rollbackReplicas(t) {
+		t.Run(name, func(t *testing.T) {
+			r := mk(t)
+			dir := t.TempDir()
+			first := filepath.Join(dir, "app.db")
+			if err := writer(t, first, 5, 5, 0).wait(t, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+
+			r.replicateWithSluice(t, first, 600)
+			r.check(t, first, phase{"sluice", 605}, 1)
+
+			second := filepath.Join(dir, "second", "app.db")
+			if err := os.MkdirAll(filepath.Dir(second), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r.litestream(t, "restore", "-o", second, r.url)
+			before := r.maxTXID(t)
+			r.replicateWithLitestream(t, second, 500)
+			r.tookOver(t, before, "a new snapshot")
+			r.check(t, second, phase{"litestream", 1105}, 2)
+
+			r.replicateWithSluice(t, second, 400)
+			r.check(t, second, phase{"sluice", 1505}, 3)
+		})
+	}
+}
+
+// Rolling back from sluice to Litestream on the same host, while the
+// application keeps the database open (so the WAL sluice read is still
+// there): Litestream replicates it, first without its state folder
+// (.<db>-litestream), later with the stale one it left, sluice taking over
+// in between and after. Each time Litestream continues from the WAL offset
+// sluice recorded, and after every phase both tools restore every row
+// written so far.
+func TestLitestreamContinuesAReplicaSluiceWroteOnTheSameHost(t *testing.T) {
+	for name, mk := range rollbackReplicas(t) {
+		t.Run(name, func(t *testing.T) {
+			r := mk(t)
+			db := filepath.Join(t.TempDir(), "app.db")
+			if err := writer(t, db, 5, 5, 0).wait(t, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			holdOpen(t, db)
+			state := filepath.Join(filepath.Dir(db), ".app.db-litestream")
+			total := 5
+			for i, p := range []phase{{"sluice", 600}, {"litestream", 500}, {"sluice", 400}, {"litestream", 300}, {"sluice", 200}} {
+				total += p.rows
+				if p.tool == "sluice" {
+					r.replicateWithSluice(t, db, p.rows)
+				} else {
+					_, err := os.Stat(state)
+					if stale := err == nil; stale != (i > 1) {
+						t.Fatalf("Litestream's state folder present: %v before phase %d", stale, i+1)
+					}
+					before := r.maxTXID(t)
+					r.replicateWithLitestream(t, db, p.rows)
+					r.tookOver(t, before, "continued from the WAL")
+				}
+				r.check(t, db, phase{p.tool, total}, i+1)
+			}
+		})
+	}
+}
+
+// tookOver requires (file replica only) that Litestream's first file after
+// TXID before was written the way named.
+func (r rollbackReplica) tookOver(t *testing.T, before uint64, want string) {
+	t.Helper()
+	if r.level0Dir == "" {
+		return
+	}
+	got := r.firstFileAfter(t, before)
+	t.Logf("litestream took over at TXID %d with %s", before+1, got)
+	if got != want {
+		t.Fatalf("litestream took over at TXID %d with %s, want %s", before+1, got, want)
+	}
+}
+
+// holdOpen keeps a connection to db open for the rest of the test, as a
+// running application does: the last connection to close would checkpoint
+// and delete the WAL.
+func holdOpen(t *testing.T, db string) {
+	t.Helper()
+	p := start(t, nil, "python3", "-c", `
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1])
+db.execute("SELECT count(*) FROM t").fetchone()
+print("open", flush=True)
+time.sleep(3600)
+`, db)
+	waitFor(t, p, "open", 30*time.Second)
+}
