@@ -2,39 +2,86 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/internal/testenv"
 )
 
 // rollbackReplica is one kind of replica both tools write: its URL, the
-// environment each tool needs, and where its level-0 files are on disk (file
-// replica) or "" (MinIO).
+// environment each tool needs, and a direct look at its LTX objects.
 type rollbackReplica struct {
 	url       string
 	sluiceEnv []string
 	lsEnv     []string
-	level0Dir string
+	keys      func(t *testing.T) []string // LTX objects, as ltx/<level>/<name>
+	open      func(t *testing.T, key string) io.ReadCloser
 }
 
 func rollbackReplicas(t *testing.T) map[string]func(t *testing.T) rollbackReplica {
 	return map[string]func(t *testing.T) rollbackReplica{
 		"file": func(t *testing.T) rollbackReplica {
 			dir := filepath.Join(t.TempDir(), "replica")
-			return rollbackReplica{url: "file://" + dir, lsEnv: os.Environ(), level0Dir: filepath.Join(dir, "ltx", "0")}
+			return rollbackReplica{
+				url: "file://" + dir, lsEnv: os.Environ(),
+				keys: func(t *testing.T) []string { return ltxFiles(t, dir) },
+				open: func(t *testing.T, key string) io.ReadCloser {
+					f, err := os.Open(filepath.Join(dir, key))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return f
+				},
+			}
 		},
 		"s3": func(t *testing.T) rollbackReplica {
 			m := testenv.MinIO(t)
-			return rollbackReplica{url: m.URL(m.NewBucket(t), "app"), sluiceEnv: m.Env(), lsEnv: litestreamEnv(m)}
+			bucket := m.NewBucket(t)
+			return rollbackReplica{
+				url: m.URL(bucket, "app"), sluiceEnv: m.Env(), lsEnv: litestreamEnv(m),
+				keys: func(t *testing.T) []string {
+					// Litestream's S3 layout: <prefix>/<level as %04x>/<file>.
+					var keys []string
+					for _, k := range listKeys(t, m, bucket) {
+						var level int
+						var name string
+						if rel, ok := strings.CutPrefix(k, "app/"); ok && len(rel) > 5 && rel[4] == '/' {
+							if _, err := fmt.Sscanf(rel[:4], "%04x", &level); err == nil {
+								name = rel[5:]
+							}
+						}
+						if strings.HasSuffix(name, ".ltx") {
+							keys = append(keys, fmt.Sprintf("ltx/%d/%s", level, name))
+						}
+					}
+					return keys
+				},
+				open: func(t *testing.T, key string) io.ReadCloser {
+					var level int
+					var name string
+					if _, err := fmt.Sscanf(strings.ReplaceAll(key, "/", " "), "ltx %d %s", &level, &name); err != nil {
+						t.Fatalf("bad key %s: %v", key, err)
+					}
+					s3key := fmt.Sprintf("app/%04x/%s", level, name)
+					out, err := m.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(s3key)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return out.Body
+				},
+			}
 		},
 	}
 }
@@ -124,16 +171,13 @@ func (r rollbackReplica) replicateWithLitestream(t *testing.T, db string, rows i
 // only what changed (it continued from the WAL offset sluice recorded).
 func (r rollbackReplica) firstFileAfter(t *testing.T, txid uint64) string {
 	t.Helper()
-	if r.level0Dir == "" {
-		return "(not inspected on MinIO)"
+	key := "ltx/0/" + ltx.FormatFilename(ltx.TXID(txid+1), ltx.TXID(txid+1))
+	if !slices.Contains(r.keys(t), key) {
+		t.Fatalf("Litestream wrote no TXID %d; the replica holds %v", txid+1, r.keys(t))
 	}
-	name := ltx.FormatFilename(ltx.TXID(txid+1), ltx.TXID(txid+1))
-	f, err := os.Open(filepath.Join(r.level0Dir, name))
-	if err != nil {
-		t.Fatalf("Litestream wrote no TXID %d: %v; the replica holds %v", txid+1, err, ltxFiles(t, filepath.Dir(filepath.Dir(r.level0Dir))))
-	}
-	defer f.Close()
-	dec := ltx.NewDecoder(f)
+	rc := r.open(t, key)
+	defer rc.Close()
+	dec := ltx.NewDecoder(rc)
 	if err := dec.DecodeHeader(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +198,15 @@ func (r rollbackReplica) firstFileAfter(t *testing.T, txid uint64) string {
 	return "continued from the WAL"
 }
 
+// maxTXID is the newest TXID of any LTX object.
 func (r rollbackReplica) maxTXID(t *testing.T) uint64 {
-	if r.level0Dir == "" {
-		return 0
+	t.Helper()
+	var m uint64
+	for _, k := range r.keys(t) {
+		_, hi := ltxRange(t, k)
+		m = max(m, hi)
 	}
-	return maxTXID(t, filepath.Dir(filepath.Dir(r.level0Dir)))
+	return m
 }
 
 // Rolling back from sluice to Litestream, on another host: sluice writes,
@@ -232,13 +280,10 @@ func TestLitestreamContinuesAReplicaSluiceWroteOnTheSameHost(t *testing.T) {
 	}
 }
 
-// tookOver requires (file replica only) that Litestream's first file after
-// TXID before was written the way named.
+// tookOver requires that Litestream's first file after TXID before was
+// written the way named.
 func (r rollbackReplica) tookOver(t *testing.T, before uint64, want string) {
 	t.Helper()
-	if r.level0Dir == "" {
-		return
-	}
 	got := r.firstFileAfter(t, before)
 	t.Logf("litestream took over at TXID %d with %s", before+1, got)
 	if got != want {
