@@ -305,3 +305,46 @@ time.sleep(3600)
 `, db)
 	waitFor(t, p, "open", 30*time.Second)
 }
+
+// Retention has deleted every level-0 file compaction covers (as it does
+// minutes after an idle spell) before Litestream takes the replica over on
+// the same host: the newest level-0 file, which Litestream takes its position
+// from, is still there, so Litestream continues at the next TXID rather than
+// at TXID 1 behind the old snapshot, where restores would not see its rows.
+func TestLitestreamContinuesAReplicaAfterSluiceRetention(t *testing.T) {
+	r := rollbackReplicas(t)["file"](t)
+	db := filepath.Join(t.TempDir(), "app.db")
+	if err := writer(t, db, 5, 5, 0).wait(t, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	holdOpen(t, db)
+	side := start(t, nil, sluiceBin, "replicate", "-interval", "100ms",
+		"-l0-retention", "1s", "-retention", "2s", "-snapshot-interval", "1s", db, r.url)
+	time.Sleep(300 * time.Millisecond)
+	if err := writer(t, db, 300, 5, time.Millisecond).wait(t, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	level0 := func() (n int) {
+		for _, k := range r.keys(t) {
+			if strings.HasPrefix(k, "ltx/0/") {
+				n++
+			}
+		}
+		return n
+	}
+	// Level-1 compaction and retention run on 30 s boundaries.
+	deadline := time.Now().Add(3 * time.Minute)
+	for level0() > 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+	}
+	stopSidecar(t, side)
+	if n := level0(); n != 1 {
+		t.Fatalf("after retention level 0 holds %d files, want the newest only; the replica holds %v", n, r.keys(t))
+	}
+	r.check(t, db, phase{"sluice", 305}, 1)
+
+	before := r.maxTXID(t)
+	r.replicateWithLitestream(t, db, 200)
+	r.tookOver(t, before, "continued from the WAL")
+	r.check(t, db, phase{"litestream", 505}, 2)
+}
