@@ -212,8 +212,9 @@ func (r rollbackReplica) maxTXID(t *testing.T) uint64 {
 // Rolling back from sluice to Litestream, on another host: sluice writes,
 // `litestream restore` then `litestream replicate` continue the replica from
 // the restored copy (its new WAL cannot be the one sluice read: Litestream
-// must start a new snapshot), then sluice takes it over again. After every
-// phase, both tools restore every row written so far.
+// must start a new snapshot), then `sluice restore` and `sluice replicate`
+// take it over again on a third. After every phase, both tools restore every
+// row written so far.
 func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
 	for name, mk := range rollbackReplicas(t) {
 		t.Run(name, func(t *testing.T) {
@@ -237,8 +238,11 @@ func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
 			r.tookOver(t, before, "a new snapshot")
 			r.check(t, second, phase{"litestream", 1105}, 2)
 
-			r.replicateWithSluice(t, second, 400)
-			r.check(t, second, phase{"sluice", 1505}, 3)
+			// And back to sluice on a third host, from its own restore.
+			third := filepath.Join(dir, "third", "app.db")
+			mustSluice(t, r.sluiceEnv, "restore", "-o", third, r.url)
+			r.replicateWithSluice(t, third, 400)
+			r.check(t, third, phase{"sluice", 1505}, 3)
 		})
 	}
 }
