@@ -41,7 +41,11 @@ func wholeLog(cur cursor) walRange {
 // frame just before v.cur.off), or 0 if it read none or the log has been
 // restarted over it since. Litestream continues from the recorded offset only
 // if this page is in the last file with the frame's bytes, so a file that
-// ships only some pages (a resync's difference) ships this one too.
+// ships only some pages (a resync's difference) ships this one too. Without
+// it Litestream 0.5.17 would not just snapshot: with the frame's salts still
+// matching, its snapshot reads the log only from the recorded offset and takes
+// the pages older frames hold from the database file, which may not have them
+// yet.
 func (v *view) lastFramePage() (uint32, error) {
 	if !v.cur.ok || v.walFile == nil || v.cur.off <= wal.HeaderSize {
 		return 0, nil
