@@ -247,40 +247,49 @@ func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
 	}
 }
 
-// Rolling back from sluice to Litestream on the same host, while the
-// application keeps the database open (so the WAL sluice read is still
-// there): Litestream replicates it, first without its state folder
-// (.<db>-litestream), later with the stale one it left, sluice taking over
-// in between and after. Each time Litestream continues from the WAL offset
-// sluice recorded, and after every phase both tools restore every row
-// written so far.
+// Rolling back from sluice to Litestream on the same host: Litestream
+// replicates the database sluice was replicating, first without its state
+// folder (.<db>-litestream), later with the stale one it left, sluice taking
+// over in between and after. While the application keeps the database open
+// (the WAL sluice read is still there) Litestream continues from the WAL
+// offset sluice recorded; once it closed it (SQLite deleted the WAL with the
+// last connection) Litestream starts a new snapshot. After every phase both
+// tools restore every row written so far.
 func TestLitestreamContinuesAReplicaSluiceWroteOnTheSameHost(t *testing.T) {
-	for name, mk := range rollbackReplicas(t) {
-		t.Run(name, func(t *testing.T) {
-			r := mk(t)
-			db := filepath.Join(t.TempDir(), "app.db")
-			if err := writer(t, db, 5, 5, 0).wait(t, time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			holdOpen(t, db)
-			state := filepath.Join(filepath.Dir(db), ".app.db-litestream")
-			total := 5
-			for i, p := range []phase{{"sluice", 600}, {"litestream", 500}, {"sluice", 400}, {"litestream", 300}, {"sluice", 200}} {
-				total += p.rows
-				if p.tool == "sluice" {
-					r.replicateWithSluice(t, db, p.rows)
-				} else {
-					_, err := os.Stat(state)
-					if stale := err == nil; stale != (i > 1) {
-						t.Fatalf("Litestream's state folder present: %v before phase %d", stale, i+1)
-					}
-					before := r.maxTXID(t)
-					r.replicateWithLitestream(t, db, p.rows)
-					r.tookOver(t, before, "continued from the WAL")
+	for _, app := range []struct {
+		name     string
+		open     bool
+		takeover string
+	}{{"app-open", true, "continued from the WAL"}, {"app-closed", false, "a new snapshot"}} {
+		for name, mk := range rollbackReplicas(t) {
+			t.Run(app.name+"/"+name, func(t *testing.T) {
+				r := mk(t)
+				db := filepath.Join(t.TempDir(), "app.db")
+				if err := writer(t, db, 5, 5, 0).wait(t, time.Minute); err != nil {
+					t.Fatal(err)
 				}
-				r.check(t, db, phase{p.tool, total}, i+1)
-			}
-		})
+				if app.open {
+					holdOpen(t, db)
+				}
+				state := filepath.Join(filepath.Dir(db), ".app.db-litestream")
+				total := 5
+				for i, p := range []phase{{"sluice", 600}, {"litestream", 500}, {"sluice", 400}, {"litestream", 300}, {"sluice", 200}} {
+					total += p.rows
+					if p.tool == "sluice" {
+						r.replicateWithSluice(t, db, p.rows)
+					} else {
+						_, err := os.Stat(state)
+						if stale := err == nil; stale != (i > 1) {
+							t.Fatalf("Litestream's state folder present: %v before phase %d", stale, i+1)
+						}
+						before := r.maxTXID(t)
+						r.replicateWithLitestream(t, db, p.rows)
+						r.tookOver(t, before, app.takeover)
+					}
+					r.check(t, db, phase{p.tool, total}, i+1)
+				}
+			})
+		}
 	}
 }
 
