@@ -195,9 +195,12 @@ func waitsForLevel1(min, max, covered ltx.TXID) bool {
 
 // reached is the newest TXID compacted into level or beyond it: a level's
 // files may be gone once a higher level covers them (retention deletes
-// superseded copies), but what they held is compacted all the same.
-func (c *Compactor) reached(level int) ltx.TXID {
-	var m ltx.TXID
+// superseded copies), but what they held is compacted all the same. What the
+// retention base snapshot holds counts as reached too: retention deletes
+// every compacted copy of it, and the newest level-0 file it keeps (see
+// expired) must not be merged again and again.
+func (c *Compactor) reached(level int, now time.Time) ltx.TXID {
+	m := c.retentionBase(now).MaxTXID
 	for _, l := range c.cfg.Levels {
 		if l.Level >= level {
 			m = max(m, c.idx.maxTXID(l.Level))
@@ -229,7 +232,7 @@ func (c *Compactor) recordProgress(now time.Time) {
 	if c.idx == nil {
 		return
 	}
-	covered := c.reached(c.cfg.Levels[0].Level)
+	covered := c.reached(c.cfg.Levels[0].Level, now)
 	n := 0
 	for _, f := range c.idx.levels[0] {
 		if waitsForLevel1(f.MinTXID, f.MaxTXID, covered) {
@@ -418,11 +421,11 @@ func (c *Compactor) Flush(ctx context.Context, now time.Time, maxBytes int64) er
 		return err
 	}
 	l1 := c.cfg.Levels[0]
-	if waiting := c.waitingBytes(l1.Level); maxBytes > 0 && waiting > maxBytes {
+	if waiting := c.waitingBytes(l1.Level, now); maxBytes > 0 && waiting > maxBytes {
 		return fmt.Errorf("%w: %d bytes wait for level %d, the bound is %d", ErrFlushTooLarge, waiting, l1.Level, maxBytes)
 	}
 	for {
-		inputs := c.inputsFor(l1.Level, time.Time{})
+		inputs := c.inputsFor(l1.Level, now, time.Time{})
 		if len(inputs) < 2 {
 			return nil // nothing to gain from copying one file
 		}

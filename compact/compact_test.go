@@ -492,7 +492,7 @@ func TestLevelZeroCountTriggersCompaction(t *testing.T) {
 		if err := c.CompactOnce(context.Background(), now); err != nil {
 			t.Fatal(err)
 		}
-		maxWaiting = max(maxWaiting, len(c.inputsFor(1, time.Time{})))
+		maxWaiting = max(maxWaiting, len(c.inputsFor(1, now, time.Time{})))
 	}
 	if maxWaiting > trigger {
 		t.Errorf("up to %d level-0 files waited for level 1; want at most the trigger, %d", maxWaiting, trigger)

@@ -43,7 +43,7 @@ func (c *Compactor) compactLevel(ctx context.Context, l Level, now time.Time) er
 	if l.Level > c.cfg.Levels[0].Level {
 		ripe = now.Add(-l.Interval)
 	}
-	inputs := c.inputsFor(l.Level, ripe)
+	inputs := c.inputsFor(l.Level, now, ripe)
 	if len(inputs) == 0 {
 		return nil
 	}
@@ -83,8 +83,8 @@ func (c *Compactor) undue(level int, prev time.Time, had bool) {
 // chain before them. The chain is capped at maxInputs files; the next pass
 // continues from there.
 // It is one linear walk: level 0 may hold thousands of files.
-func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile {
-	after := c.reached(level)
+func (c *Compactor) inputsFor(level int, now, writtenBy time.Time) []replica.LTXFile {
+	after := c.reached(level, now)
 	var src []replica.LTXFile
 	for _, f := range c.idx.levels[level-1] {
 		if f.MaxTXID > after && f.MinTXID > 1 && (writtenBy.IsZero() || !f.written().After(writtenBy)) && !c.quarantined[f.Key()] {
@@ -123,8 +123,8 @@ func (c *Compactor) inputsFor(level int, writtenBy time.Time) []replica.LTXFile 
 
 // waitingBytes is the size of the files of the level below level that level
 // does not cover yet.
-func (c *Compactor) waitingBytes(level int) int64 {
-	after := c.reached(level)
+func (c *Compactor) waitingBytes(level int, now time.Time) int64 {
+	after := c.reached(level, now)
 	var n int64
 	for _, f := range c.idx.levels[level-1] {
 		if f.MaxTXID > after {

@@ -38,27 +38,45 @@ func (c *Compactor) superseded() map[string]bool {
 // expired adds to doomed the level-0 files past L0Retention and what the
 // retention window no longer needs.
 func (c *Compactor) expired(now time.Time, doomed map[string]bool) {
-	covered := c.reached(c.cfg.Levels[0].Level)
+	covered := c.reached(c.cfg.Levels[0].Level, now)
 	for _, f := range c.idx.levels[0] {
 		if f.MaxTXID <= covered && now.Sub(f.written()) >= c.cfg.L0Retention {
 			doomed[f.Key()] = true
 		}
 	}
-	cutoff := now.Add(-c.cfg.Retention)
-	var base entry
-	found := false
-	for _, s := range c.idx.levels[replica.SnapshotLevel] {
-		if !s.written().After(cutoff) && s.MaxTXID > base.MaxTXID {
-			base, found = s, true
-		}
-	}
-	if found {
+	if base := c.retentionBase(now); base.MaxTXID != 0 {
 		for _, f := range c.idx.entries() {
 			if f.MaxTXID <= base.MaxTXID && (f.Level != base.Level || f.MinTXID != base.MinTXID || f.MaxTXID != base.MaxTXID) {
 				doomed[f.Key()] = true
 			}
 		}
 	}
+	// The newest level-0 file stays, as Litestream's retention keeps it:
+	// Litestream takes its position from it when it takes the replica over,
+	// and without one it would start again at TXID 1 over this history.
+	if l0 := c.idx.levels[0]; len(l0) > 0 {
+		newest := l0[0]
+		for _, f := range l0[1:] {
+			if f.MaxTXID > newest.MaxTXID {
+				newest = f
+			}
+		}
+		delete(doomed, newest.Key())
+	}
+}
+
+// retentionBase is the newest snapshot written at or before now-Retention:
+// it restores every point of the window, so what precedes it goes. Zero if
+// there is none.
+func (c *Compactor) retentionBase(now time.Time) entry {
+	cutoff := now.Add(-c.cfg.Retention)
+	var base entry
+	for _, s := range c.idx.levels[replica.SnapshotLevel] {
+		if !s.written().After(cutoff) && s.MaxTXID > base.MaxTXID {
+			base = s
+		}
+	}
+	return base
 }
 
 // retentionSlot keys retention's schedule in lastCompact.

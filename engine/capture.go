@@ -166,7 +166,7 @@ func (db *DB) capture() error {
 	}
 	txid := db.txid + 1
 	data := newSpool(filepath.Dir(db.path), db.path)
-	n, err := encodeLTX(data, db.pageSize, commit, txid, src)
+	n, err := encodeLTX(data, db.pageSize, commit, txid, captured(start, end), src)
 	if err == nil {
 		err = data.finish()
 	}
@@ -274,6 +274,13 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 		db.adopt(v, sums, pre.TXID)
 		return nil
 	}
+	last, err := v.lastFramePage()
+	if err != nil {
+		return fmt.Errorf("database %s: read the last frame of %s: %w", db.path, db.walPath, err)
+	}
+	if i, found := slices.BinarySearch(pgnos, last); last != 0 && !found {
+		pgnos = slices.Insert(slices.Clip(pgnos), i, last)
+	}
 	if len(pgnos) == 0 {
 		pgnos = []uint32{1}
 	}
@@ -294,7 +301,7 @@ func (db *DB) captureView(v *view, sums []ltx.Checksum, pgnos []uint32, pre ltx.
 		return nil
 	}
 	data := newSpool(filepath.Dir(db.path), db.path)
-	n, err := encodeLTX(data, v.pageSize, v.commit, txid, src)
+	n, err := encodeLTX(data, v.pageSize, v.commit, txid, wholeLog(v.cur), src)
 	if err == nil {
 		err = data.finish()
 	}

@@ -39,7 +39,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newStore(t *testing.T) replica.Store {
+func newStore(t testing.TB) replica.Store {
 	t.Helper()
 	s, err := file.New(filepath.Join(t.TempDir(), "replica"))
 	if err != nil {

@@ -35,13 +35,15 @@ type pageSource func(yield func(pgno uint32, data []byte) error) error
 // encodeLTX writes one LTX file holding TXID txid to w, page by page.
 // No rolling checksums go in the file (see state.go): Litestream 0.5.17's
 // restore refuses files that carry them, so the caller keeps them.
-func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, pages pageSource) (int, error) {
-	return encodeRange(w, pageSize, commit, txid, txid, pages)
+// from is the part of the WAL the file was captured from (see walRange).
+func encodeLTX(w io.Writer, pageSize, commit uint32, txid ltx.TXID, from walRange, pages pageSource) (int, error) {
+	return encodeRange(w, pageSize, commit, txid, txid, from, pages)
 }
 
 // encodeRange is encodeLTX for a file holding TXIDs min..max (a snapshot:
-// 1..max with every page).
-func encodeRange(w io.Writer, pageSize, commit uint32, min, txid ltx.TXID, pages pageSource) (int, error) {
+// 1..max with every page, which records no WAL range: Litestream takes its
+// position from level 0 only).
+func encodeRange(w io.Writer, pageSize, commit uint32, min, txid ltx.TXID, from walRange, pages pageSource) (int, error) {
 	enc := ltxenc.New(w)
 	defer enc.Release()
 	hdr := ltx.Header{
@@ -52,6 +54,10 @@ func encodeRange(w io.Writer, pageSize, commit uint32, min, txid ltx.TXID, pages
 		MinTXID:   min,
 		MaxTXID:   txid,
 		Timestamp: time.Now().UnixMilli(),
+		WALOffset: from.off,
+		WALSize:   from.size,
+		WALSalt1:  from.salt1,
+		WALSalt2:  from.salt2,
 	}
 	if err := enc.EncodeHeader(hdr); err != nil {
 		return 0, fmt.Errorf("encode LTX header of TXID %s: %w", txid, err)

@@ -61,7 +61,7 @@ func (db *DB) Snapshot(ctx context.Context) (replica.LTXFile, error) {
 	}
 	data := newSpool(filepath.Dir(db.path), db.path)
 	defer data.close()
-	n, err := encodeRange(data, db.pageSize, db.commit, 1, db.txid, src)
+	n, err := encodeRange(data, db.pageSize, db.commit, 1, db.txid, walRange{}, src)
 	if err == nil {
 		err = data.finish()
 	}
