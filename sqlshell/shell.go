@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/sqltext"
 )
 
 // Shell reads statements and dot-commands and prints their results.
@@ -71,7 +73,7 @@ func (s *Shell) Run(ctx context.Context, in io.Reader) error {
 		}
 		pending.WriteString(line)
 		pending.WriteByte('\n')
-		stmts, rest := splitStatements(pending.String())
+		stmts, rest := sqltext.Statements(pending.String())
 		if len(stmts) > 0 {
 			s.remember(strings.TrimSpace(pending.String()[:len(pending.String())-len(rest)]))
 		}
