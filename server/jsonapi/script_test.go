@@ -17,7 +17,7 @@ func TestAScriptIsAnsweredStatementByStatement(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		`{"sql": "INSERT INTO t VALUES (?); SELECT ?", "params": [1]}`: `"sql" holds 2 statements and "params" bind to one`,
+		`{"sql": "INSERT INTO t VALUES (?); SELECT ?", "params": [1]}`:         `"sql" holds 2 statements and "params" bind to one`,
 		`{"batch": [{"sql": "SELECT 1"}, {"sql": "DELETE FROM n; SELECT 1"}]}`: "batch statement 2 holds 2 statements",
 	} {
 		if _, err := readQuery(strings.NewReader(body)); err == nil || !strings.Contains(err.Error(), want) {
