@@ -86,11 +86,32 @@ func TestSameSQLAsAFileAtTheSeams(t *testing.T) {
 
 			createDatabase(t, "http://"+host, "jsonapi")
 			gotJSON := jsonAPISeams(t, serverQuery(t, "http://"+host, "jsonapi"))
+			t.Logf("JSON API, DELETE FROM n; SELECT 1: %v", gotJSON[5])
 			if !reflect.DeepEqual(gotJSON, wantJSON) {
 				t.Errorf("JSON API differs from a local file:\n local:  %v\n sluice: %v", wantJSON, gotJSON)
 			}
 			if status, out := serverQuery(t, "http://"+host, "jsonapi")(`{"sql": "INSERT INTO n VALUES (?); SELECT ?", "params": [1]}`); status != 400 {
 				t.Errorf("several statements with params: HTTP %d %v, want a 400", status, out)
+			}
+
+			// Over raw Hrana the extended code travels beside sqld's code.
+			pipe := `{"requests": [{"type": "execute", "stmt": {"sql": "INSERT INTO u_http VALUES (1)"}}, {"type": "close"}]}`
+			resp, err := http.Post("http://"+host+"/db/"+db+"/v2/pipeline", "application/json", bytes.NewReader([]byte(pipe)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pout struct {
+				Results []struct {
+					Error struct {
+						Code         string `json:"code"`
+						ExtendedCode string `json:"extended_code"`
+					} `json:"error"`
+				} `json:"results"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&pout)
+			resp.Body.Close()
+			if err != nil || len(pout.Results) == 0 || pout.Results[0].Error.Code != "SQLITE_CONSTRAINT" || pout.Results[0].Error.ExtendedCode != "SQLITE_CONSTRAINT_UNIQUE" {
+				t.Errorf("Hrana unique violation: %+v, %v; want code SQLITE_CONSTRAINT, extended_code SQLITE_CONSTRAINT_UNIQUE", pout, err)
 			}
 
 			// Every acknowledged write, and nothing else, is in the replica.
