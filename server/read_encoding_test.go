@@ -143,14 +143,16 @@ func TestMetricsReportPutCost(t *testing.T) {
 
 // The streamed path carries what the collected one does: repeated column
 // names, declared types (Hrana), a statement text holding no statement, and
-// a text of several statements (the last one's result).
+// a "sql" of several statements (a result each). A batch entry of several
+// statements is refused: its one result could describe only the last.
 func TestStreamedReadsKeepResultShape(t *testing.T) {
 	_, ts, _ := newTestServer(t, nil)
 	expect(t, do(t, "PUT", ts.URL+"/v1/databases/shape", "", ""), 201)
 	expect(t, query(t, ts.URL, "shape", "", `{"sql": "CREATE TABLE s (i INTEGER, t TEXT)"}`), 200)
 	expect(t, query(t, ts.URL, "shape", "", `{"sql": "INSERT INTO s VALUES (7, 'x')"}`), 200)
 
-	r := query(t, ts.URL, "shape", "", `{"batch": [{"sql": ""}, {"sql": "SELECT i AS a, t AS a FROM s"}, {"sql": "SELECT 1 AS one; SELECT t AS last FROM s"}]}`)
+	expect(t, query(t, ts.URL, "shape", "", `{"batch": [{"sql": "SELECT 1"}, {"sql": "SELECT 1 AS one; SELECT t AS last FROM s"}]}`), 400)
+	r := query(t, ts.URL, "shape", "", `{"batch": [{"sql": ""}, {"sql": "SELECT i AS a, t AS a FROM s"}, {"sql": "SELECT t AS last FROM s"}]}`)
 	expect(t, r, 200)
 	var out struct {
 		Results []struct {
@@ -164,6 +166,17 @@ func TestStreamedReadsKeepResultShape(t *testing.T) {
 	for i, want := range []string{`[] []`, `["a","a"] [[7,"x"]]`, `["last"] [["x"]]`} {
 		if got := string(out.Results[i].Columns) + " " + string(out.Results[i].Rows); got != want {
 			t.Errorf("JSON API statement %d: got %s, want %s", i+1, got, want)
+		}
+	}
+
+	r = query(t, ts.URL, "shape", "", `{"sql": "SELECT 1 AS one; SELECT t AS last FROM s"}`)
+	expect(t, r, 200)
+	if err := json.Unmarshal(r.body, &out); err != nil || len(out.Results) != 2 {
+		t.Fatalf("answer %s: %v; want a result per statement", r.body, err)
+	}
+	for i, want := range []string{`["one"] [[1]]`, `["last"] [["x"]]`} {
+		if got := string(out.Results[i].Columns) + " " + string(out.Results[i].Rows); got != want {
+			t.Errorf("JSON API script statement %d: got %s, want %s", i+1, got, want)
 		}
 	}
 

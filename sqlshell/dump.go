@@ -7,6 +7,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/sqltext"
 )
 
 const schemaQuery = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"
@@ -131,7 +133,7 @@ func Backup(ctx context.Context, b Backend, path string) error {
 		return err
 	}
 	defer os.Remove(tmp)
-	stmts, _ := splitStatements(dump)
+	stmts, _ := sqltext.Statements(dump)
 	for _, s := range stmts {
 		if _, err := dst.Exec(ctx, s); err != nil {
 			dst.Close()

@@ -11,6 +11,7 @@ import (
 	"zombiezen.com/go/sqlite"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
+	"github.com/sluicedb/sluice/internal/sqltext"
 )
 
 // Local is a SQLite file opened directly, read-write, with the SQLite build
@@ -62,7 +63,7 @@ func (l *Local) Exec(ctx context.Context, query string) (Result, error) {
 	}
 	defer stmt.Finalize()
 	if rest := strings.TrimSpace(query[len(query)-trailing:]); rest != "" {
-		if stmts, tail := splitStatements(rest); len(stmts) > 0 || strings.TrimSpace(tail) != "" {
+		if stmts, tail := sqltext.Statements(rest); len(stmts) > 0 || strings.TrimSpace(tail) != "" {
 			return Result{}, fmt.Errorf("more than one statement given: %q", rest)
 		}
 	}

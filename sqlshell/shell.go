@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluicedb/sluice/internal/sqltext"
 )
 
 // Shell reads statements and dot-commands and prints their results.
@@ -81,7 +83,7 @@ func (s *Shell) loop(ctx context.Context, src lineInput) error {
 		}
 		pending.WriteString(line)
 		pending.WriteByte('\n')
-		stmts, rest := splitStatements(pending.String())
+		stmts, rest := sqltext.Statements(pending.String())
 		if len(stmts) > 0 {
 			s.remember(strings.TrimSpace(pending.String()[:len(pending.String())-len(rest)]))
 		}

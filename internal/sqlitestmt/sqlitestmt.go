@@ -2,7 +2,9 @@
 // zombiezen.com/go/sqlite does not expose: whether it is empty (the SQL held
 // only comments or semicolons), sqlite3_stmt_readonly, sqlite3_stmt_isexplain,
 // and each column's name and declared type by position (zombiezen's
-// ColumnName looks names up in a map, so a repeated name comes back empty).
+// ColumnName looks names up in a map, so a repeated name comes back empty);
+// and one fact of the connection: whether foreign-key violations are pending
+// (sqlite3_db_status's SQLITE_DBSTATUS_DEFERRED_FKS).
 //
 // zombiezen keeps the statement handle and the connection's libc thread
 // state in unexported fields; this package reads them with reflection, once
@@ -13,6 +15,7 @@
 package sqlitestmt
 
 import (
+	"encoding/binary"
 	"reflect"
 	"unsafe"
 
@@ -24,6 +27,7 @@ import (
 var (
 	stmtHandle = mustField(reflect.TypeFor[sqlite.Stmt](), "stmt", reflect.TypeFor[uintptr]())
 	connTLS    = mustField(reflect.TypeFor[sqlite.Conn](), "tls", reflect.TypeFor[*libc.TLS]())
+	connDB     = mustField(reflect.TypeFor[sqlite.Conn](), "conn", reflect.TypeFor[uintptr]())
 )
 
 func mustField(t reflect.Type, name string, want reflect.Type) []int {
@@ -36,13 +40,36 @@ func mustField(t reflect.Type, name string, want reflect.Type) []int {
 
 // Inspector reads statements prepared on one connection. Like the
 // connection, it is used by one goroutine at a time.
-type Inspector struct{ tls *libc.TLS }
+type Inspector struct {
+	tls *libc.TLS
+	db  uintptr // the connection's sqlite3*
+}
 
 // For returns the inspector of statements prepared on c.
 func For(c *sqlite.Conn) Inspector {
-	f := reflect.ValueOf(c).Elem().FieldByIndex(connTLS)
+	v := reflect.ValueOf(c).Elem()
+	f := v.FieldByIndex(connTLS)
 	tls := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(*libc.TLS)
-	return Inspector{tls: tls}
+	return Inspector{tls: tls, db: uintptr(v.FieldByIndex(connDB).Uint())}
+}
+
+// ForeignKeysPending is sqlite3_db_status(SQLITE_DBSTATUS_DEFERRED_FKS): true
+// while the connection's transaction holds foreign-key violations that its
+// COMMIT would refuse (deferred constraints, or immediate ones under PRAGMA
+// defer_foreign_keys). A ROLLBACK TO a savepoint restores the count it had
+// when the savepoint began. It costs no statement: SQLite keeps the count.
+func (in Inspector) ForeignKeysPending() bool {
+	if in.db == 0 {
+		return false
+	}
+	// Out-parameters live in the thread state's C stack, not the Go stack
+	// (which may move while the C code runs).
+	p := in.tls.Alloc(8)
+	defer in.tls.Free(8)
+	if lib.Xsqlite3_db_status(in.tls, in.db, lib.SQLITE_DBSTATUS_DEFERRED_FKS, p, p+4, 0) != lib.SQLITE_OK {
+		return false
+	}
+	return binary.NativeEndian.Uint32(libc.GoBytes(p, 4)) != 0
 }
 
 func handle(s *sqlite.Stmt) uintptr {

@@ -4,7 +4,9 @@
 // statement reads or writes is not decided here: SQLite says that when it
 // prepares the statement on the connection that runs it.
 //
-// It imports only the standard library; server/dbhost and server/hrana use it.
+// Where a statement ends follows sqlite3_complete's rules exactly (Complete,
+// Statements, Split), for the server and the shell alike. It imports only
+// the standard library.
 package sqltext
 
 import "strings"
@@ -135,91 +137,22 @@ func SkipBlanks(sql string, i int) int {
 	return i
 }
 
-// Split splits a semicolon-separated script into statements the way
-// sqlite3_complete finds their ends: semicolons inside quotes, identifiers,
-// comments and CREATE TRIGGER bodies (up to "END;") do not split. Statements
-// that hold only blanks and comments are dropped.
+// Split splits a semicolon-separated script into statements where
+// sqlite3_complete finds their ends (see Statements), without their final
+// ';'; an unfinished statement at the end is kept, for SQLite to judge.
+// Statements that hold only blanks and comments are dropped.
 func Split(script string) []string {
-	var out []string
-	start := 0
-	inTrigger := false
-	lastWord := ""
-	wordsInStmt := 0
-	var head []string // first words of the current statement, to spot CREATE [TEMP] TRIGGER
-	i := 0
-	emit := func(end int) {
-		s := script[start:end]
-		if SkipBlanks(s, 0) < len(s) {
-			out = append(out, strings.TrimSpace(s))
-		}
-		start = end + 1
-		inTrigger, lastWord, wordsInStmt, head = false, "", 0, head[:0]
+	stmts, rest := Statements(script)
+	out := make([]string, 0, len(stmts)+1)
+	for _, s := range stmts {
+		out = append(out, strings.TrimSpace(strings.TrimSuffix(s, ";")))
 	}
-	for i < len(script) {
-		c := script[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(script, i, c)
-			lastWord = ""
-		case c == '[':
-			end := strings.IndexByte(script[i:], ']')
-			if end < 0 {
-				i = len(script)
-			} else {
-				i += end + 1
-			}
-			lastWord = ""
-		case strings.HasPrefix(script[i:], "--") || strings.HasPrefix(script[i:], "/*"):
-			i = SkipBlanks(script, i)
-		case isWordByte(c):
-			j := i
-			for j < len(script) && isWordByte(script[j]) {
-				j++
-			}
-			w := strings.ToUpper(script[i:j])
-			if wordsInStmt < 3 {
-				head = append(head, w)
-				if isCreateTrigger(head) {
-					inTrigger = true
-				}
-			}
-			wordsInStmt++
-			lastWord = w
-			i = j
-		case c == ';':
-			if !inTrigger || lastWord == "END" {
-				emit(i)
-			}
-			lastWord = ""
-			i++
-		default:
-			if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				lastWord = ""
-			}
-			i++
-		}
-	}
-	if start < len(script) {
-		s := script[start:]
-		if SkipBlanks(s, 0) < len(s) {
-			out = append(out, strings.TrimSpace(s))
-		}
+	if !IsBlank(rest) {
+		out = append(out, strings.TrimSpace(rest))
 	}
 	return out
 }
 
-func isCreateTrigger(head []string) bool {
-	if len(head) < 2 || head[0] != "CREATE" {
-		return false
-	}
-	if head[1] == "TRIGGER" {
-		return true
-	}
-	return len(head) >= 3 && (head[1] == "TEMP" || head[1] == "TEMPORARY") && head[2] == "TRIGGER"
-}
-
-// skipQuoted skips a quoted string or identifier starting at i; a doubled
-// quote character escapes itself.
 func skipQuoted(s string, i int, q byte) int {
 	i++
 	for i < len(s) {

@@ -131,7 +131,7 @@ func newIdemCall(ctx context.Context) *idemCall {
 func (c *Committer) runReq(w *sqlconn.Handle, r *writeReq) error {
 	call := r.idem
 	if call == nil {
-		return w.Call(r.fn)
+		return callReq(w, r.fn)
 	}
 	now := time.Now()
 	found, hash, body, err := c.idemLookup(w.SQLite(), call.sub, now)
@@ -152,7 +152,7 @@ func (c *Committer) runReq(w *sqlconn.Handle, r *writeReq) error {
 		call.k.mu.Unlock()
 		return nil
 	}
-	if err := w.Call(r.fn); err != nil {
+	if err := callReq(w, r.fn); err != nil {
 		return err // rolled back with the request: a retry may run it again
 	}
 	var answer []byte

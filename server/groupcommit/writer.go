@@ -251,33 +251,83 @@ func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, 
 	return nil, true
 }
 
+// callReq runs a request's statements. Statements that leave a deferred
+// foreign-key violation pending (a row that REFERENCES a parent under
+// DEFERRABLE INITIALLY DEFERRED, as Django declares every foreign key)
+// succeed one by one, and only the COMMIT would refuse them: the COMMIT of
+// the whole group, failing every request in it. The request is the unit
+// that commits on its own, so it is judged at its end: with violations
+// pending it fails as its COMMIT would on a local file, and is rolled back
+// alone like any failing request.
+func callReq(w *sqlconn.Handle, fn func(sqlconn.Conn) error) error {
+	if err := w.Call(fn); err != nil {
+		return err
+	}
+	if !w.Autocommit() && w.ForeignKeysPending() {
+		return dberr.New(codeForeignKey, "FOREIGN KEY constraint failed")
+	}
+	return nil
+}
+
+// codeForeignKey is SQLite's code for a COMMIT refused by a deferred
+// foreign key (what a client sees on a local file).
+const codeForeignKey = "SQLITE_CONSTRAINT_FOREIGNKEY"
+
 // txControl runs BEGIN/COMMIT/ROLLBACK for the group; requests themselves
 // may not (the guard refuses transaction control on the writer).
 func (c *Committer) txControl(sql string) error {
 	return c.opts.Writer.RunTxControl(sql)
 }
 
-// abortGroup rolls the group back and answers every request in it. A full
-// disk answers with SQLite's own code (what a client sees on a local file):
-// not the server's bug but its operator's to fix, and the retry works once
-// there is room.
+// abortGroup rolls the group back and answers every request in it with the
+// cause. Only a cause that may pass invites a retry: a busy or failing disk,
+// memory, an internal error. A full disk answers with SQLite's own code
+// (what a client sees on a local file): not the server's bug but its
+// operator's to fix, and the retry works once there is room. Any other
+// SQLite error (a constraint, a read-only or corrupt file) would fail the
+// retry the same way, so it is answered with its code and no retry.
 func (c *Committer) abortGroup(live []*writeReq, why string, cause error) {
 	if !c.opts.Writer.Autocommit() {
 		_ = c.txControl("ROLLBACK")
 	}
-	code := dberr.CodeInternal
+	code, retry := dberr.CodeInternal, true
 	if cause != nil {
-		why += ": " + cause.Error()
-		if e := dberr.As(sqlconn.Translate(cause)); e != nil && strings.HasPrefix(e.Code, codeDiskFull) {
-			code = e.Code
-			why += " (the server's disk is full)"
+		e := dberr.As(sqlconn.Translate(cause))
+		if e != nil {
+			why += ": " + e.Code + ": " + e.Message
+		} else {
+			why += ": " + cause.Error()
+		}
+		if e != nil && strings.HasPrefix(e.Code, dberr.CodeSQLitePrefix) {
+			switch {
+			case strings.HasPrefix(e.Code, codeDiskFull):
+				code = e.Code
+				why += " (the server's disk is full)"
+			case !transientCode(e.Code):
+				code, retry = e.Code, false
+			}
 		}
 	}
 	c.log.Error("write group failed; nothing of it was committed", "db", c.name, "requests", len(live), "reason", why)
+	msg := "database " + quote(c.name) + ": " + why + "; nothing was committed"
+	if retry {
+		msg += ", retry"
+	}
 	for _, r := range live {
-		finish(r, 0, dberr.ForDatabase(code, c.name, "database "+quote(c.name)+": "+why+"; nothing was committed, retry"))
+		finish(r, 0, dberr.ForDatabase(code, c.name, msg))
 	}
 }
 
 // codeDiskFull is SQLite's code for a write that found no room on the disk.
 const codeDiskFull = "SQLITE_FULL"
+
+// transientCode reports whether SQLite's code names a condition that may
+// pass (the same write may succeed when retried).
+func transientCode(code string) bool {
+	for _, p := range []string{"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_NOMEM", "SQLITE_INTERRUPT", "SQLITE_PROTOCOL", "SQLITE_INTERNAL", "SQLITE_CANTOPEN"} {
+		if code == p || strings.HasPrefix(code, p+"_") {
+			return true
+		}
+	}
+	return false
+}

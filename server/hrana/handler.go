@@ -297,13 +297,14 @@ func notHranaJSON(err error) *proto.Error {
 // httpError is the body of a 4xx/5xx answer: Hrana's Error plus "error" as a
 // plain string, the shape libsql-client-go looks for first.
 type httpError struct {
-	Message string `json:"message"`
-	Code    string `json:"code,omitempty"`
-	Err     string `json:"error"`
+	Message      string `json:"message"`
+	Code         string `json:"code,omitempty"`
+	ExtendedCode string `json:"extended_code,omitempty"`
+	Err          string `json:"error"`
 }
 
 func writeHTTPError(w http.ResponseWriter, status int, e *proto.Error) {
-	writeJSON(w, status, httpError{Message: e.Message, Code: e.Code, Err: e.Message}, 0)
+	writeJSON(w, status, httpError{Message: e.Message, Code: e.Code, ExtendedCode: e.ExtendedCode, Err: e.Message}, 0)
 }
 
 // writeJSON answers with exactly "application/json": @libsql/client parses

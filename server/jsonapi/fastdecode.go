@@ -38,7 +38,7 @@ func readQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 		return nil, bodyError(err)
 	}
 	if st, ok := decodeSimple(buf.Bytes()); ok {
-		return []sqlconn.Stmt{st}, nil
+		return scriptStatements(st)
 	}
 	return decodeQuery(bytes.NewReader(buf.Bytes()))
 }

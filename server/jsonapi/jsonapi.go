@@ -267,13 +267,16 @@ func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []sqlconn.Stmt{st}, nil
+		return scriptStatements(st)
 	case len(q.Batch) > 0:
 		out := make([]sqlconn.Stmt, len(q.Batch))
 		for i, s := range q.Batch {
 			st, err := decodeStmt(s.SQL, s.Params)
 			if err != nil {
 				return nil, badRequest(fmt.Sprintf("batch statement %d: %s", i+1, httperr.Message(err)))
+			}
+			if err := oneStatement(i+1, st); err != nil {
+				return nil, err
 			}
 			out[i] = st
 		}

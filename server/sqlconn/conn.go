@@ -165,6 +165,11 @@ func (c *Handle) Close() error {
 // Autocommit reports whether no transaction is open on the connection.
 func (c *Handle) Autocommit() bool { return c.c.AutocommitEnabled() }
 
+// ForeignKeysPending reports whether the open transaction holds foreign-key
+// violations that its COMMIT would refuse (a deferred constraint not yet
+// satisfied); SQLite counts them per connection, so asking costs nothing.
+func (c *Handle) ForeignKeysPending() bool { return c.in.ForeignKeysPending() }
+
 // TotalChanges is SQLite's total_changes() on the connection.
 func (c *Handle) TotalChanges() int64 {
 	s, err := c.c.Prepare("SELECT total_changes()")

@@ -92,3 +92,30 @@ func isLineCol(s string) bool {
 	_, errC := strconv.Atoi(c)
 	return ok && errL == nil && errC == nil
 }
+
+// primaryOf maps each extended result code's name to its primary code's
+// name (SQLITE_CONSTRAINT_UNIQUE to SQLITE_CONSTRAINT), from SQLite's own
+// numbering: an extended code is its primary code plus a multiple of 256.
+var primaryOf = func() map[string]string {
+	m := map[string]string{}
+	for p := 0; p < 256; p++ {
+		for k := 1; k < 256; k++ {
+			rc := sqlite.ResultCode(p | k<<8)
+			if name := rc.String(); strings.HasPrefix(name, dberr.CodeSQLitePrefix) {
+				m[name] = rc.ToPrimary().String()
+			}
+		}
+	}
+	return m
+}()
+
+// PrimaryCode returns the primary result code of SQLite's code name code and
+// whether code was an extended one (SQLITE_CONSTRAINT_UNIQUE gives
+// SQLITE_CONSTRAINT, true); any other code comes back as it is. sqld answers
+// Hrana clients with the primary code, and their applications compare it.
+func PrimaryCode(code string) (string, bool) {
+	if p, ok := primaryOf[code]; ok {
+		return p, true
+	}
+	return code, false
+}

@@ -144,6 +144,11 @@ type DescribeCol struct {
 type Error struct {
 	Message string `json:"message"`
 	Code    string `json:"code,omitempty"`
+	// ExtendedCode is SQLite's extended result code when Code is its primary
+	// one (SQLITE_CONSTRAINT_UNIQUE under SQLITE_CONSTRAINT): sqld sends the
+	// primary code alone, and clients compare it, so the detail travels
+	// beside it (JSON only; clients ignore a field they do not know).
+	ExtendedCode string `json:"extended_code,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -262,7 +262,14 @@ func ToError(err error, db string) *proto.Error {
 	}
 	var de *dberr.Error
 	if errors.As(err, &de) {
-		return &proto.Error{Code: de.Code, Message: de.Message}
+		// sqld answers SQLite's primary code (SQLITE_CONSTRAINT, never
+		// SQLITE_CONSTRAINT_UNIQUE), and applications written against it
+		// compare that; the extended code rides beside it.
+		e := &proto.Error{Code: de.Code, Message: de.Message}
+		if primary, extended := sqlconn.PrimaryCode(de.Code); extended {
+			e.Code, e.ExtendedCode = primary, de.Code
+		}
+		return e
 	}
 	on := ""
 	if db != "" {
