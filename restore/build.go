@@ -306,8 +306,10 @@ func (b *builder) waitLead(ctx context.Context, pgno uint32) error {
 		return nil
 	}
 	stop := context.AfterFunc(ctx, func() {
-		//lint:ignore SA2001 a barrier, not a critical section: once it passes, a waiter is either before its ctx check or in Wait
+		// A barrier, not a critical section: once it passes, a waiter is
+		// either before its ctx check or in Wait.
 		b.leadMu.Lock()
+		//lint:ignore SA2001 the empty section is the barrier above
 		b.leadMu.Unlock()
 		b.leadCond.Broadcast()
 	})
