@@ -115,7 +115,8 @@ func isTempName(name, base string) bool {
 
 // removeAbandonedTemps removes the temp files that earlier restores to
 // outPath left when they were killed, with the -wal/-shm/-journal an
-// integrity check may have left beside them, and logs each. A temp file
+// integrity check may have left beside them, and logs each (a warning:
+// something killed a restore). A temp file
 // whose lock is held belongs to a restore still running and is kept.
 // Failures are logged, never fatal: the restore itself does not need them.
 func removeAbandonedTemps(outPath string, log *slog.Logger) {
@@ -146,7 +147,7 @@ func removeAbandonedTemps(outPath string, log *slog.Logger) {
 		}
 		removeTemp(path)
 		_ = f.Close()
-		log.Info("removed the temporary file of an earlier restore of this output that was interrupted",
+		log.Warn("removed the temporary file of an earlier restore of this output that was interrupted",
 			"path", path, "bytes", size, "output", outPath)
 	}
 }
