@@ -92,6 +92,7 @@ type DB struct {
 
 	// The pending file's size, for Unshipped() without mu.
 	unshippedBytes, unshippedPages atomic.Int64
+	pendingTXID                    atomic.Uint64 // the captured file waiting for the store; 0: none (see Captured)
 
 	stats statCounters
 }

@@ -125,8 +125,8 @@ func (db *DB) upload(ctx context.Context) error {
 	}
 	body := p.data.small()
 	db.dropPending()
+	db.setPos(p.post) // before setPending(nil): Captured never goes back
 	db.setPending(nil)
-	db.setPos(p.post)
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
@@ -216,10 +216,22 @@ func (db *DB) setPending(p *pendingFile) {
 	if p == nil {
 		db.unshippedBytes.Store(0)
 		db.unshippedPages.Store(0)
+		db.pendingTXID.Store(0)
 		return
 	}
 	db.unshippedBytes.Store(p.data.size)
 	db.unshippedPages.Store(int64(p.pages))
+	db.pendingTXID.Store(uint64(p.txid))
+}
+
+// Captured is the newest TXID captured so far, shipped or still waiting for
+// the store, without waiting for an upload in flight: every commit not in
+// it ships as a later TXID, the next capture's being Captured()+1.
+func (db *DB) Captured() ltx.TXID {
+	if t := db.pendingTXID.Load(); t != 0 {
+		return ltx.TXID(t)
+	}
+	return db.Pos().TXID
 }
 
 // Unshipped is the size and page count of the captured file waiting for the

@@ -137,8 +137,10 @@ func (c *Committer) externalChanged() bool {
 func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 	before := c.opts.Replica.Pos()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
+	end := c.beginUpload()
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
+	end(err)
 	switch {
 	case err == nil:
 		if now, idle := c.writerIdle(); pos.TXID != before.TXID && idle && now == mark {
@@ -161,8 +163,15 @@ func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 func (c *Committer) ship(groups []*group) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 	start := time.Now()
+	end := c.beginUpload()
+	// Every group here committed before this Sync, whose capture (or the
+	// next one, if it fails first) ships them as the TXID after the newest
+	// captured now.
+	stopOverdue := c.answerOverdue(groups, c.captured()+1)
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
+	stopOverdue()
+	end(err)
 	if c.opts.Observer != nil {
 		c.opts.Observer.Synced(c.name, time.Since(start), err)
 	}
@@ -210,4 +219,12 @@ func (c *Committer) ship(groups []*group) error {
 		g.reqs = nil
 	}
 	return err
+}
+
+// beginUpload tells the Stall gauge an upload is outstanding.
+func (c *Committer) beginUpload() (end func(error)) {
+	if c.opts.Stall == nil {
+		return func(error) {}
+	}
+	return c.opts.Stall.Begin()
 }
