@@ -68,6 +68,7 @@ func (w *Watch) Begin() (end func(err error)) {
 		if err == nil {
 			w.latencies[w.nLat%latencySamples] = time.Since(start)
 			w.nLat++
+			w.derived = 0 // derived again at the next look, not at every write's
 		}
 		w.mu.Unlock()
 	}
@@ -89,13 +90,20 @@ func (w *Watch) thresholdLocked() time.Duration {
 	if w.stallFixed > 0 {
 		return w.stallFixed
 	}
-	n := min(w.nLat, latencySamples)
-	if n == 0 {
+	if w.derived == 0 {
+		w.derived = derive(w.latencies[:min(w.nLat, latencySamples)])
+	}
+	return w.derived
+}
+
+// derive is the threshold for these recent latencies.
+func derive(lat []time.Duration) time.Duration {
+	if len(lat) == 0 {
 		return MinStallThreshold
 	}
-	s := slices.Clone(w.latencies[:n])
+	s := slices.Clone(lat)
 	slices.Sort(s)
-	p99 := s[(n-1)*99/100]
+	p99 := s[(len(s)-1)*99/100]
 	return min(max(StallFactor*p99, MinStallThreshold), MaxStallThreshold)
 }
 

@@ -66,7 +66,7 @@ func TestDerivedThresholdFollowsLatency(t *testing.T) {
 	}
 	set := func(ds ...time.Duration) {
 		w.mu.Lock()
-		w.nLat = 0
+		w.nLat, w.derived = 0, 0
 		for _, d := range ds {
 			w.latencies[w.nLat%latencySamples] = d
 			w.nLat++

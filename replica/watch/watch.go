@@ -47,6 +47,7 @@ type Watch struct {
 	outstanding map[uint64]time.Time
 	latencies   [latencySamples]time.Duration
 	nLat        int
+	derived     time.Duration // the threshold derived from latencies; 0: stale
 }
 
 // New watches store; budget <= 0 means DefaultBudget.
