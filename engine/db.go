@@ -93,6 +93,8 @@ type DB struct {
 	// The pending file's size, for Unshipped() without mu.
 	unshippedBytes, unshippedPages atomic.Int64
 	pendingTXID                    atomic.Uint64 // the captured file waiting for the store; 0: none (see Captured)
+	capMu                          sync.Mutex    // guards capMark, without waiting for mu (held by uploads)
+	capMark                        CaptureMark
 
 	stats statCounters
 }
@@ -475,9 +477,11 @@ func (db *DB) syncLocked(ctx context.Context) error {
 	if err != nil || !changed {
 		return err
 	}
+	began := time.Now()
 	if err := db.rotateRead(ctx); err != nil {
 		return err
 	}
+	db.markCapture(began, time.Now()) // the new read transaction draws this capture's boundary
 	start := time.Now()
 	if err := db.capture(); err != nil {
 		return err

@@ -240,3 +240,28 @@ func (db *DB) Captured() ltx.TXID {
 func (db *DB) Unshipped() (bytes, pages int64) {
 	return db.unshippedBytes.Load(), db.unshippedPages.Load()
 }
+
+// CaptureMark places the latest capture in time: every commit that ended
+// before Began is in TXID (or an earlier one), every commit that began after
+// Drawn is in a later one; one between the two may be in either. The
+// server's write path uses it to give a commit its bookmark before the
+// upload that carries it is over.
+type CaptureMark struct {
+	Began, Drawn time.Time
+	TXID         ltx.TXID
+}
+
+// markCapture records the boundary of the capture about to run (under mu).
+func (db *DB) markCapture(began, drawn time.Time) {
+	db.capMu.Lock()
+	db.capMark = CaptureMark{Began: began, Drawn: drawn, TXID: db.txid + 1}
+	db.capMu.Unlock()
+}
+
+// LastCapture is the latest capture's mark (zero before the first), without
+// waiting for an upload in flight.
+func (db *DB) LastCapture() CaptureMark {
+	db.capMu.Lock()
+	defer db.capMu.Unlock()
+	return db.capMark
+}

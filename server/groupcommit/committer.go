@@ -128,6 +128,11 @@ type Committer struct {
 	oldestUnshipped time.Time // when the oldest of them committed
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
+
+	// Groups taken from shipCh while a stalled upload ran, for the next
+	// upload, and whether shipCh was found closed (shipper goroutine only).
+	carried       []*group
+	carriedClosed bool
 }
 
 // writeReq is one Submit waiting for its group.
@@ -144,7 +149,7 @@ type writeReq struct {
 // group is one committed transaction: the requests it answers and when it committed.
 type group struct {
 	reqs      []*writeReq
-	committed time.Time
+	committed time.Time // after its COMMIT returned
 }
 
 // New starts the write path of one database.

@@ -96,12 +96,19 @@ func (c *Committer) runShipper() {
 		err := c.ship(pending)
 		c.pace.end()
 		release()
+		// Groups committed during a stalled upload, taken from shipCh
+		// meanwhile (stall.go), ship next: their requests may still wait.
+		carried, closed := c.carried, c.carriedClosed
+		c.carried, c.carriedClosed = nil, false
+		if closed {
+			open = false
+		}
 		if err == nil || c.fenced.Load() {
-			pending, backoff = nil, 0
+			pending, backoff = carried, 0
 			continue
 		}
 		if !open { // closing: the final Sync in Close retries once more
-			pending = nil
+			pending = carried
 			continue
 		}
 		// Keep the groups (their requests are already answered in sync mode)
@@ -109,6 +116,7 @@ func (c *Committer) runShipper() {
 		for _, g := range pending {
 			g.reqs = nil
 		}
+		pending = append(pending, carried...)
 		backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second) // writers wait for the retry: keep it short
 		retry = time.After(backoff)
 	}
@@ -170,7 +178,7 @@ func (c *Committer) ship(groups []*group) error {
 	stopOverdue := c.answerOverdue(groups, c.captured()+1)
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
-	stopOverdue()
+	c.carried, c.carriedClosed = stopOverdue()
 	end(err)
 	if c.opts.Observer != nil {
 		c.opts.Observer.Synced(c.name, time.Since(start), err)

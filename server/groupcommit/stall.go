@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/superfly/ltx"
 )
@@ -72,42 +73,68 @@ func (c *Committer) captured() ltx.TXID {
 // answerOverdue answers, while the Sync of groups runs, each of their
 // requests that has waited WriteStallTimeout since it was submitted while
 // the store is stalled; their commits ship as TXID txid (the Sync's own
-// capture, or the next one's if it fails first). stop ends it, after which
-// the caller answers what is left; answered requests are dropped from
-// their group.
-func (c *Committer) answerOverdue(groups []*group, txid ltx.TXID) (stop func()) {
+// capture, or the next one's if it fails first). While stalled it also
+// takes the groups committed meanwhile from shipCh (they would wait for the
+// stuck upload to give up) and answers theirs alike, when the engine's
+// capture marks place their commit in a TXID (bookmarkOf). stop ends it and
+// returns those groups, for the next upload, and whether shipCh was closed;
+// answered requests are dropped from their group.
+func (c *Committer) answerOverdue(groups []*group, txid ltx.TXID) (stop func() ([]*group, bool)) {
 	wait := c.opts.WriteStallTimeout
 	if c.opts.Stall == nil || c.opts.Durability != Sync || wait <= 0 {
-		return func() {}
+		return func() ([]*group, bool) { return nil, false }
 	}
+	var carried []*group
+	closed := false
 	quit, done := make(chan struct{}), make(chan struct{})
+	answer := func(gs []*group, now time.Time, stall error, bookmark func(*group) (ltx.TXID, bool)) (next time.Time) {
+		for _, g := range gs {
+			kept := g.reqs[:0]
+			for _, r := range g.reqs {
+				due := r.queued.Add(wait)
+				if stall != nil && !now.Before(due) {
+					if b, ok := bookmark(g); ok {
+						finish(r, b, stalledNotDurable(c.name, b, now.Sub(r.queued), stall))
+						continue
+					}
+				}
+				kept = append(kept, r)
+				if next.IsZero() || due.Before(next) {
+					next = due
+				}
+			}
+			g.reqs = kept
+		}
+		return next
+	}
 	go func() {
 		defer close(done)
 		for {
-			next := time.Time{}
 			now := time.Now()
 			stall := c.stalled()
-			for _, g := range groups {
-				kept := g.reqs[:0]
-				for _, r := range g.reqs {
-					due := r.queued.Add(wait)
-					if stall != nil && !now.Before(due) {
-						finish(r, txid, stalledNotDurable(c.name, txid, now.Sub(r.queued), stall))
-						continue
+		drain:
+			for stall != nil && !closed {
+				select {
+				case g, ok := <-c.shipCh:
+					if !ok {
+						closed = true
+						break drain
 					}
-					kept = append(kept, r)
-					if next.IsZero() || due.Before(next) {
-						next = due
-					}
+					carried = append(carried, g)
+				default:
+					break drain
 				}
-				g.reqs = kept
 			}
-			if next.IsZero() {
-				return // every request answered
+			next := answer(groups, now, stall, func(*group) (ltx.TXID, bool) { return txid, true })
+			if n := answer(carried, now, stall, c.bookmarkOf); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+				next = n
 			}
-			// A request past due on a store that answers (slowly) waits
-			// on; look again soon in case the store stalls.
-			d := max(time.Until(next), 100*time.Millisecond)
+			// Past due on a store that answers (slowly), or nothing left:
+			// look again soon, in case the store stalls or groups arrive.
+			d := 200 * time.Millisecond
+			if !next.IsZero() {
+				d = min(max(time.Until(next), 100*time.Millisecond), d)
+			}
 			select {
 			case <-quit:
 				return
@@ -115,7 +142,29 @@ func (c *Committer) answerOverdue(groups []*group, txid ltx.TXID) (stop func()) 
 			}
 		}
 	}()
-	return func() { close(quit); <-done }
+	return func() ([]*group, bool) { close(quit); <-done; return carried, closed }
+}
+
+// bookmarkOf places group g's commit in a TXID from the engine's capture
+// marks: in the latest capture's TXID if it ended before that capture
+// began, else in the next one. A commit that overlapped the capture's
+// boundary may be in the capture itself; the next TXID is then one too far,
+// which is safe (reaching it still proves the commit durable) though it
+// may come only with a later write; a retry with the same Idempotency-Key
+// settles it at once. Without marks the request waits for the upload.
+func (c *Committer) bookmarkOf(g *group) (ltx.TXID, bool) {
+	lc, ok := c.opts.Replica.(interface{ LastCapture() engine.CaptureMark })
+	if !ok {
+		return 0, false
+	}
+	m := lc.LastCapture()
+	switch {
+	case m.TXID == 0: // no capture since the database opened: the first one holds it
+		return c.captured() + 1, true
+	case g.committed.Before(m.Began):
+		return m.TXID, true
+	}
+	return m.TXID + 1, true
 }
 
 // stallWake returns a channel that fires once the upload in flight has
