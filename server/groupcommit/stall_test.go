@@ -130,3 +130,72 @@ func TestWritesOnAHungStoreAreAnsweredWithinTheStallTimeout(t *testing.T) {
 	}
 	t.Logf("hung store: %d writes committed and answered not durable, %d refused unrun; restored %d rows", len(notDurable), len(refused), want)
 }
+
+// TestBurstCommittedDuringAStalledUploadIsAnsweredInTime: a burst of writes
+// right as the store hangs fills groups that commit while the first upload
+// is stuck (they do not share it). Those are answered within the write stall
+// timeout too, COMMITTED_NOT_DURABLE with a bookmark the restore reaches, and
+// every write so answered is in the replica once the store answers.
+func TestBurstCommittedDuringAStalledUploadIsAnsweredInTime(t *testing.T) {
+	store := &hangingStore{Store: newFileStore(t)}
+	const threshold, stallTimeout = 400 * time.Millisecond, 800 * time.Millisecond
+	w := watch.New(store, time.Minute).SetStallThreshold(threshold)
+	db := openDB(t, store, func(o *Options) {
+		o.Stall, o.WriteStallTimeout, o.UploadTimeout = w, stallTimeout, time.Minute
+	})
+	write(t, db, "CREATE TABLE t (id INTEGER PRIMARY KEY)")
+	store.hang()
+	const n = 300
+	type answer struct {
+		id   int64
+		took time.Duration
+		err  error
+	}
+	answers := make(chan answer, n)
+	for id := int64(1); id <= n; id++ {
+		go func() {
+			start := time.Now()
+			_, err := db.Submit(context.Background(), func(c sqlconn.Conn) error {
+				_, err := c.Exec(context.Background(), sqlconn.Stmt{SQL: "INSERT INTO t VALUES (?)", Args: []sqlconn.Value{{Type: sqlconn.Integer, Int: id}}})
+				return err
+			})
+			answers <- answer{id, time.Since(start), err}
+		}()
+	}
+	notDurable, refused := map[int64]bool{}, 0
+	bookmarks := map[uint64]int{}
+	for range n {
+		a := <-answers
+		var nd *NotDurableError
+		switch e := dberr.As(a.err); {
+		case errors.As(a.err, &nd):
+			notDurable[a.id] = true
+			bookmarks[uint64(nd.TXID)]++
+		case e != nil && e.Code == dberr.CodeUnavailable:
+			refused++
+		default:
+			t.Fatalf("write %d: %v, want COMMITTED_NOT_DURABLE or UNAVAILABLE", a.id, a.err)
+		}
+		if limit := stallTimeout + time.Second; a.took > limit {
+			t.Errorf("write %d answered after %s, want within %s", a.id, a.took, limit)
+		}
+	}
+	store.release()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stalled() != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := db.Submit(context.Background(), func(c sqlconn.Conn) error { return nil }); err != nil {
+		t.Fatalf("a write after the store answers: %v", err)
+	}
+	if got := restoredCount(t, store, "SELECT count(*) FROM t"); got != int64(len(notDurable)) {
+		t.Fatalf("restored %d rows, want the %d answered COMMITTED_NOT_DURABLE", got, len(notDurable))
+	}
+	pos := uint64(db.rep.Pos().TXID)
+	for b := range bookmarks {
+		if b > pos {
+			t.Errorf("bookmark %d given to a committed write is past the durable position %d after everything shipped", b, pos)
+		}
+	}
+	t.Logf("burst on a hung store: %d committed (writes per bookmark %v), %d refused unrun", len(notDurable), bookmarks, refused)
+}
