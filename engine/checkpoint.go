@@ -49,6 +49,7 @@ func (db *DB) checkpointLocked(ctx context.Context) error {
 	if _, _, err := checkpoint(ctx, spare, "PASSIVE"); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", db.path, err)
 	}
+	lockBegan := time.Now()
 	err := db.takeWriteLock(ctx)
 	if sqlite.ErrCode(err).ToPrimary() == sqlite.ResultBusy {
 		db.log.Debug("checkpoint skipped", "reason", errWriteLockBusy)
@@ -72,6 +73,7 @@ func (db *DB) checkpointLocked(ctx context.Context) error {
 	if changed, err := db.walChanged(); err != nil {
 		return err
 	} else if changed {
+		db.markCapture(lockBegan, time.Now()) // the write lock draws this capture's boundary
 		if err := db.capture(); err != nil {
 			return err
 		}

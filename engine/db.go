@@ -92,6 +92,9 @@ type DB struct {
 
 	// The pending file's size, for Unshipped() without mu.
 	unshippedBytes, unshippedPages atomic.Int64
+	pendingTXID                    atomic.Uint64 // the captured file waiting for the store; 0: none (see Captured)
+	capMu                          sync.Mutex    // guards capMark, without waiting for mu (held by uploads)
+	capMark                        CaptureMark
 
 	stats statCounters
 }
@@ -190,12 +193,23 @@ func (db *DB) openConns(ctx context.Context) error {
 	if db.lock, err = openConn(db.path); err != nil {
 		return err
 	}
+	before := ""
+	if err := execRows(ctx, db.lock, "PRAGMA journal_mode", func(s *sqlite.Stmt) { before = s.ColumnText(0) }); err != nil {
+		return fmt.Errorf("read the journal mode of %s: %w", db.path, err)
+	}
 	mode := ""
 	err = execRows(ctx, db.lock, "PRAGMA journal_mode=WAL", func(s *sqlite.Stmt) { mode = s.ColumnText(0) })
 	if err != nil {
 		return fmt.Errorf("set WAL mode on %s: %w", db.path, err)
 	} else if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("set WAL mode on %s: journal mode stays %q (is another process holding it in exclusive mode?)", db.path, mode)
+	}
+	if !strings.EqualFold(before, "wal") {
+		// WAL mode is stored in the file and outlives sluice: the
+		// application's own setting changed, so say so once (the next
+		// open finds WAL and says nothing).
+		db.log.Info("switched the database to WAL mode: sluice reads each commit from the WAL to ship it; the mode is kept in the file",
+			"path", db.path, "journal_mode_was", strings.ToUpper(before))
 	}
 	for i := range db.readers {
 		if db.readers[i], err = openConn(db.path); err != nil {
@@ -463,9 +477,11 @@ func (db *DB) syncLocked(ctx context.Context) error {
 	if err != nil || !changed {
 		return err
 	}
+	began := time.Now()
 	if err := db.rotateRead(ctx); err != nil {
 		return err
 	}
+	db.markCapture(began, time.Now()) // the new read transaction draws this capture's boundary
 	start := time.Now()
 	if err := db.capture(); err != nil {
 		return err

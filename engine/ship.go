@@ -137,8 +137,8 @@ func (db *DB) upload(ctx context.Context) error {
 	}
 	body := p.data.small()
 	db.dropPending()
+	db.setPos(p.post) // before setPending(nil): Captured never goes back
 	db.setPending(nil)
-	db.setPos(p.post)
 	if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 		db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 	}
@@ -228,10 +228,22 @@ func (db *DB) setPending(p *pendingFile) {
 	if p == nil {
 		db.unshippedBytes.Store(0)
 		db.unshippedPages.Store(0)
+		db.pendingTXID.Store(0)
 		return
 	}
 	db.unshippedBytes.Store(p.data.size)
 	db.unshippedPages.Store(int64(p.pages))
+	db.pendingTXID.Store(uint64(p.txid))
+}
+
+// Captured is the newest TXID captured so far, shipped or still waiting for
+// the store, without waiting for an upload in flight: every commit not in
+// it ships as a later TXID, the next capture's being Captured()+1.
+func (db *DB) Captured() ltx.TXID {
+	if t := db.pendingTXID.Load(); t != 0 {
+		return ltx.TXID(t)
+	}
+	return db.Pos().TXID
 }
 
 // Unshipped is the size and page count of the captured file waiting for the
@@ -239,4 +251,29 @@ func (db *DB) setPending(p *pendingFile) {
 // upload in flight.
 func (db *DB) Unshipped() (bytes, pages int64) {
 	return db.unshippedBytes.Load(), db.unshippedPages.Load()
+}
+
+// CaptureMark places the latest capture in time: every commit that ended
+// before Began is in TXID (or an earlier one), every commit that began after
+// Drawn is in a later one; one between the two may be in either. The
+// server's write path uses it to give a commit its bookmark before the
+// upload that carries it is over.
+type CaptureMark struct {
+	Began, Drawn time.Time
+	TXID         ltx.TXID
+}
+
+// markCapture records the boundary of the capture about to run (under mu).
+func (db *DB) markCapture(began, drawn time.Time) {
+	db.capMu.Lock()
+	db.capMark = CaptureMark{Began: began, Drawn: drawn, TXID: db.txid + 1}
+	db.capMu.Unlock()
+}
+
+// LastCapture is the latest capture's mark (zero before the first), without
+// waiting for an upload in flight.
+func (db *DB) LastCapture() CaptureMark {
+	db.capMu.Lock()
+	defer db.capMu.Unlock()
+	return db.capMark
 }

@@ -70,6 +70,12 @@ func (d *DB) Changed() (bool, error) { return d.eng.Changed() }
 // Pos is the position the store has accepted; it takes no lock.
 func (d *DB) Pos() ltx.Pos { return d.eng.Pos() }
 
+// Captured is the newest TXID captured, shipped or not (engine.DB.Captured).
+func (d *DB) Captured() ltx.TXID { return d.eng.Captured() }
+
+// LastCapture places the latest capture in time (engine.DB.LastCapture).
+func (d *DB) LastCapture() engine.CaptureMark { return d.eng.LastCapture() }
+
 // Close ships what is left (refused once the lease is lost), stops
 // compaction and releases the lease. forget: the replica is about to be
 // purged, so compaction writes nothing more; otherwise a scheduler merges

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,4 +86,77 @@ func TestRestoreQuickCheckCatchesBadContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantExact(t, h, out, 16)
+}
+
+// TestRestoreRemovesTempFilesOfInterruptedRestores: a restore killed with
+// kill -9 leaves its temp file, of the database's size, beside the output.
+// The next restore of that output removes such files and logs each, but
+// never a temp file a running restore holds, another output's temp files,
+// or anything else in the folder.
+func TestRestoreRemovesTempFilesOfInterruptedRestores(t *testing.T) {
+	store := newStore(t)
+	h := restoretest.New(t, store, t.TempDir())
+	buildHistory(t, h)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "db.sqlite")
+	write := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, make([]byte, 8192), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	abandoned := []string{write(".db.sqlite.restore-1x2y3z.tmp"), write(".db.sqlite.restore-0.tmp")}
+	walOfAbandoned := write(".db.sqlite.restore-1x2y3z.tmp-wal")
+	kept := []string{
+		write(".other.sqlite.restore-1x2y3z.tmp"),     // another output's
+		write(".db.sqlite.restore-1x2y3z.tmp.keep"),   // not the pattern
+		write("db.sqlite.restore-1x2y3z.tmp"),         // no leading dot
+		write(".db.sqlite.restore-NOTOURS.tmp"),       // not a name a restore makes
+		write(".db.sqlite.restore-.tmp"),              // no number
+		write(".xdb.sqlite.restore-1x2y3z.tmp"),       // prefix of another name
+		write(".db.sqlite.restore-1x2y3z.tmpx"),       // suffix differs
+		write(".db.sqlite.restore-1x2y3z.tmp.sqlite"), // suffix differs
+	}
+	live := write(".db.sqlite.restore-abc123.tmp")
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	if _, err := Restore(context.Background(), store, out, Options{Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	wantExact(t, h, out, h.Pos().TXID)
+	for _, p := range append(abandoned, walOfAbandoned) {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: the leftover of an interrupted restore is still there (stat: %v)", filepath.Base(p), err)
+		}
+	}
+	for _, p := range append(kept, live) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: removed, but it is not an abandoned temp file of this output: %v", filepath.Base(p), err)
+		}
+	}
+	for _, p := range abandoned {
+		if !strings.Contains(logs.String(), "path="+p) {
+			t.Errorf("no log line names the removed %s; log:\n%s", p, logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "removed the temporary file of an earlier restore"); n != len(abandoned) {
+		t.Errorf("%d removal lines, want %d; log:\n%s", n, len(abandoned), logs.String())
+	}
+	// No temp file of this restore is left either.
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if isTempName(e.Name(), "db.sqlite") && filepath.Join(dir, e.Name()) != live {
+			t.Errorf("temp file %s left after a successful restore", e.Name())
+		}
+	}
 }

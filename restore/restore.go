@@ -75,6 +75,10 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 	if err := opts.validate(); err != nil {
 		return Result{}, err
 	}
+	log := opts.logger()
+	// Before anything else: a restore that is refused or fails still
+	// clears what killed restores of the same output left behind.
+	removeAbandonedTemps(outPath, log)
 	if err := checkOutPath(outPath); err != nil {
 		return Result{}, err
 	}
@@ -83,7 +87,6 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 	if err != nil {
 		return Result{}, err
 	}
-	log := opts.logger()
 
 	tmp, err := createTemp(outPath)
 	if err != nil {
@@ -96,6 +99,7 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 			_ = tmp.Close()
 			removeTemp(tmpPath)
 		}
+		tmp.unlock() // after the file is gone or renamed: no clean-up can take it before
 	}()
 
 	// A damaged or unreadable file is left out and the restore planned
@@ -130,7 +134,7 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 			}
 		}
 		buildStart := time.Now()
-		img, err = build(ctx, store, plan, tmp, opts)
+		img, err = build(ctx, store, plan, tmp.File, opts)
 		var fe *fileError
 		if errors.As(err, &fe) && ctx.Err() == nil {
 			log.Warn("damaged replica file left out; restoring from the other levels covering its TXIDs",

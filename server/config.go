@@ -37,6 +37,15 @@ type Config struct {
 	// ReplicaErrorBudget: /ready answers 503 once the replica has accepted
 	// no upload or probe for this long (default 60s; probes run every quarter of it).
 	ReplicaErrorBudget Duration `yaml:"replica-error-budget"`
+	// StallThreshold: an upload or probe outstanding this long means the
+	// store stopped answering: /ready answers 503 and sync writes are
+	// refused before they run (default 0: four times the store's recent
+	// 99th-percentile latency, 2s to 60s).
+	StallThreshold Duration `yaml:"stall-threshold"`
+	// WriteStallTimeout: how long a committed sync write waits for its
+	// upload on a stalled store before it is answered COMMITTED_NOT_DURABLE
+	// (default 5s).
+	WriteStallTimeout Duration `yaml:"write-stall-timeout"`
 }
 
 // TokenConfig is one static bearer token.

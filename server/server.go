@@ -117,7 +117,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
 	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert}
-	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
+	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget)).SetStallThreshold(time.Duration(cfg.StallThreshold))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket
 	}
@@ -165,6 +165,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
 		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
+		Stall:             s.watch,
+		WriteStallTimeout: time.Duration(cfg.WriteStallTimeout),
 	})
 	if err != nil {
 		s.compact.stop()

@@ -78,6 +78,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
 	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
 	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
+	stallThreshold := fs.Duration("stall-threshold", 0, "an upload or probe outstanding this long means the store stopped answering: /ready answers 503 and sync writes are refused (503, Retry-After, nothing committed) until it answers (0: four times the store's recent 99th-percentile latency, 2s to 60s)")
+	writeStall := fs.Duration("write-stall-timeout", 5*time.Second, "a sync write that committed waits this long for its upload on a stalled store, then is answered COMMITTED_NOT_DURABLE with its bookmark (it ships when the store answers)")
+	forwardTimeout := fs.Duration("forward-timeout", 10*time.Second, "with -lease or -follow: a request for a database another instance writes is answered within this long, end to end (waiting for a writer, and the writer's answer: 504 if it does not answer)")
 	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
 	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
 	var maxBody units.Size
@@ -137,6 +140,12 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.IdempotencyWindow = server.Duration(*idemWindow)
 			case "replica-error-budget":
 				cfg.ReplicaErrorBudget = server.Duration(*budget)
+			case "stall-threshold":
+				cfg.StallThreshold = server.Duration(*stallThreshold)
+			case "write-stall-timeout":
+				cfg.WriteStallTimeout = server.Duration(*writeStall)
+			case "forward-timeout":
+				cfg.Lease.ForwardTimeout = server.Duration(*forwardTimeout)
 			case "commit-window":
 				cfg.Group.CommitWindow = server.Duration(*commitWindow)
 			case "max-concurrent-uploads":
@@ -206,6 +215,14 @@ func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 		if flagSet(fs, name) && time.Duration(d) <= 0 {
 			return usagef("serve", "-%s %s: give a positive duration", name, time.Duration(d))
 		}
+	}
+	for name, d := range map[string]server.Duration{"write-stall-timeout": cfg.WriteStallTimeout, "forward-timeout": cfg.Lease.ForwardTimeout} {
+		if flagSet(fs, name) && time.Duration(d) <= 0 {
+			return usagef("serve", "-%s %s: give a positive duration", name, time.Duration(d))
+		}
+	}
+	if flagSet(fs, "stall-threshold") && cfg.StallThreshold < 0 {
+		return usagef("serve", "-stall-threshold %s: give 0 (derived from the store's latency) or a positive duration", time.Duration(cfg.StallThreshold))
 	}
 	if flagSet(fs, "commit-window") && cfg.Group.CommitWindow < 0 {
 		return usagef("serve", "-commit-window %s: give 0 (upload at once) or a positive duration", time.Duration(cfg.Group.CommitWindow))

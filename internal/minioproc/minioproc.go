@@ -190,6 +190,22 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the process with SIGSTOP: it holds its connections and
+// answers nothing, as a hung store does (a lost write quorum, a frozen VM).
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("minio is not running")
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
 // Pid is the running process's id, or 0.
 func (s *Server) Pid() int {
 	s.mu.Lock()

@@ -46,6 +46,22 @@ func MinIO(t testing.TB) *MinIOServer {
 	return minioServer
 }
 
+// PrivateMinIO starts a MinIO of the test's own, stopped at its end: for
+// tests that pause or kill it, which would break every other test sharing
+// MinIO(t).
+func PrivateMinIO(t testing.TB) *MinIOServer {
+	t.Helper()
+	srv, err := minioproc.New(t.TempDir(), MinIOUser, MinIOPassword)
+	if err != nil {
+		fatalf(t, "%v", err)
+	}
+	t.Cleanup(srv.Stop) // SIGKILL ends a paused process too
+	if err := srv.Run(context.Background()); err != nil {
+		fatalf(t, "%v", err)
+	}
+	return &MinIOServer{Server: srv}
+}
+
 func startMinIO() (*MinIOServer, error) {
 	dir, err := os.MkdirTemp("", "sluice-minio-*")
 	if err != nil {

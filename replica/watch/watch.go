@@ -2,8 +2,9 @@
 // readiness (/ready) and metrics. Uploads report their outcome to it; while
 // none happen it checks the store itself, cheaply: one HEAD request every
 // quarter of the error budget while healthy, and a listing plus a small
-// write every few seconds while not, so an idle process still learns that
-// its store went away and when it came back.
+// write every second while not, so an idle process still learns that
+// its store went away and when it came back. A request outstanding past the
+// stall threshold makes the store not ready before it fails (stall.go).
 //
 // It imports only replica.
 package watch
@@ -20,8 +21,13 @@ import (
 // before the process is not ready.
 const DefaultBudget = 60 * time.Second
 
-// maxUnhealthyProbe bounds the probe interval while not ready.
-const maxUnhealthyProbe = 5 * time.Second
+// maxUnhealthyProbe bounds the probe interval while not ready: a store
+// that answers again is seen within about a second.
+const maxUnhealthyProbe = time.Second
+
+// probeTimeout bounds one probe: long enough for a slow store, and a probe
+// outstanding past the stall threshold marks the store stalled before it.
+const probeTimeout = 5 * time.Second
 
 // Watch is one store's readiness.
 type Watch struct {
@@ -33,6 +39,15 @@ type Watch struct {
 	lastOK  time.Time
 	lastErr error
 	errors  int64
+
+	// Stalls (stall.go): requests outstanding by id, the configured
+	// threshold (0: derived) and the latencies it is derived from.
+	stallFixed  time.Duration
+	nextID      uint64
+	outstanding map[uint64]time.Time
+	latencies   [latencySamples]time.Duration
+	nLat        int
+	derived     time.Duration // the threshold derived from latencies; 0: stale
 }
 
 // New watches store; budget <= 0 means DefaultBudget.
@@ -70,12 +85,17 @@ type Status struct {
 	Errors  int64     // failures since start
 }
 
-// Status reports readiness: the store's latest answer was a success, within the budget.
+// Status reports readiness: the store's latest answer was a success, within
+// the budget, and no request is outstanding past the stall threshold.
 func (w *Watch) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ready := w.lastErr == nil && !w.lastOK.IsZero() && time.Since(w.lastOK) <= w.budget
-	return Status{Ready: ready, LastOK: w.lastOK, LastErr: w.lastErr, Errors: w.errors}
+	st := Status{Ready: ready, LastOK: w.lastOK, LastErr: w.lastErr, Errors: w.errors}
+	if err := w.stalledLocked(time.Now()); err != nil {
+		st.Ready, st.LastErr = false, err
+	}
+	return st
 }
 
 // Intervals returns the probe period while ready and while not.
@@ -105,7 +125,8 @@ func (w *Watch) Run(ctx context.Context) {
 		if st.Ready && time.Since(st.LastOK) < healthy {
 			continue // an upload proved the store meanwhile
 		}
-		pctx, cancel := context.WithTimeout(ctx, unhealthy)
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		end := w.Begin()
 		var err error
 		switch {
 		case st.Ready:
@@ -117,8 +138,10 @@ func (w *Watch) Run(ctx context.Context) {
 		}
 		cancel()
 		if ctx.Err() != nil {
+			end(errAbandoned) // shutting down: not the store's doing
 			return
 		}
+		end(err)
 		w.Observe(err)
 	}
 }

@@ -132,6 +132,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		MaxGroupRequests: h.opts.MaxGroupRequests, UploadTimeout: h.opts.UploadTimeout,
 		CommitWindow: h.opts.CommitWindow, Uploads: h.uploads,
 		ExternalPoll: h.opts.ExternalPoll, IdempotencyWindow: h.opts.IdempotencyWindow,
+		Stall: h.opts.Stall, WriteStallTimeout: h.opts.WriteStallTimeout,
 	})
 	h.mu.Lock()
 	h.dbs[name] = db

@@ -69,6 +69,13 @@ type Options struct {
 	// database; a database waiting for a slot keeps growing its next upload
 	// [DefaultMaxUploads]; < 0: no bound.
 	MaxUploads int
+	// Stall, if set, learns of every write-path upload and says when the
+	// store stopped answering: sync writes are then refused before they run
+	// (groupcommit.Options.Stall). The server passes its readiness watch.
+	Stall groupcommit.Stall
+	// WriteStallTimeout bounds a committed sync write's wait for its upload
+	// while the store is stalled [groupcommit.DefaultWriteStallTimeout].
+	WriteStallTimeout time.Duration
 }
 
 // DefaultMaxUploads is Options.MaxUploads unless configured: enough to keep

@@ -128,7 +128,7 @@ func (f *Forwarder) toWriter(w http.ResponseWriter, r *http.Request, name string
 	elsewhere *dbhost.NotLeaderError, deadline time.Time, local http.HandlerFunc) {
 	for {
 		rec := elsewhere.Leader
-		if rec.URL != "" && rec.URL != f.self && !rec.Expired(time.Now()) && f.proxy(w, r, body, rec) {
+		if rec.URL != "" && rec.URL != f.self && !rec.Expired(time.Now()) && f.proxy(w, r, body, rec, deadline) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
@@ -29,12 +31,22 @@ var writerClient = &http.Client{Transport: &http.Transport{
 var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true}
 
-// proxy sends the request to the writer and copies its answer back. It
-// returns false (nothing written, retry) only when the writer could not be
-// reached at all, so the request was certainly not applied there.
-func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, to lease.Record) bool {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+// proxy sends the request to the writer and copies its answer back, all
+// before deadline (the request's forward timeout, end to end: a writer that
+// accepts the connection but never answers, a paused process, holds the
+// client no longer than that). It returns false (nothing written, retry)
+// only when the request never reached the writer, so it was certainly not
+// applied there.
+func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, to lease.Record, deadline time.Time) bool {
+	if !time.Now().Before(deadline) {
+		return false
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
+	var sent atomic.Bool // any byte of the request may have reached the writer
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaderField: func(string, []string) { sent.Store(true) },
+	})
 	req, err := http.NewRequestWithContext(ctx, r.Method, to.URL+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return false
@@ -48,8 +60,14 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, t
 	resp, err := writerClient.Do(req)
 	if err != nil {
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if !sent.Load() || (errors.As(err, &op) && op.Op == "dial") {
 			return false
+		}
+		if ctx.Err() != nil && r.Context().Err() == nil {
+			f.cfg.WriteError(w, r, httperr.WithStatus(http.StatusGatewayTimeout, dberr.New(dberr.CodeUnavailable,
+				"the database's writer "+to.URL+" did not answer within the forward timeout ("+f.cfg.Timeout.String()+
+					"); the write may or may not have been applied there: retry with the same Idempotency-Key, or read to check")))
+			return true
 		}
 		f.cfg.WriteError(w, r, httperr.WithStatus(http.StatusBadGateway, dberr.New(dberr.CodeUnavailable,
 			"forwarding to the database's writer "+to.URL+" failed mid-request ("+err.Error()+"); the write may or may not have been applied")))

@@ -90,6 +90,13 @@ type Options struct {
 	ExternalPoll time.Duration
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration
+	// Stall, if set, is told of every upload and says when the store
+	// stopped answering; sync writes are then refused before they run
+	// instead of hanging (stall.go). nil: writes wait for the upload.
+	Stall Stall
+	// WriteStallTimeout bounds a committed sync write's wait for its upload
+	// while Stall says the store is stalled [DefaultWriteStallTimeout].
+	WriteStallTimeout time.Duration
 }
 
 // ErrClosed answers a Submit made after Close began.
@@ -121,22 +128,28 @@ type Committer struct {
 	oldestUnshipped time.Time // when the oldest of them committed
 
 	idemPruned time.Time // last prune of expired idempotency keys (writer goroutine only)
+
+	// Groups taken from shipCh while a stalled upload ran, for the next
+	// upload, and whether shipCh was found closed (shipper goroutine only).
+	carried       []*group
+	carriedClosed bool
 }
 
 // writeReq is one Submit waiting for its group.
 type writeReq struct {
-	ctx  context.Context
-	fn   func(sqlconn.Conn) error
-	idem *idemCall // nil without an Idempotency-Key
-	err  error
-	txid ltx.TXID
-	done chan struct{}
+	queued time.Time // when Submit was called: a stalled write's wait counts from it
+	ctx    context.Context
+	fn     func(sqlconn.Conn) error
+	idem   *idemCall // nil without an Idempotency-Key
+	err    error
+	txid   ltx.TXID
+	done   chan struct{}
 }
 
 // group is one committed transaction: the requests it answers and when it committed.
 type group struct {
 	reqs      []*writeReq
-	committed time.Time
+	committed time.Time // after its COMMIT returned
 }
 
 // New starts the write path of one database.
@@ -149,6 +162,9 @@ func New(opts Options) *Committer {
 	}
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if opts.WriteStallTimeout <= 0 {
+		opts.WriteStallTimeout = DefaultWriteStallTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -171,7 +187,10 @@ func (c *Committer) Submit(ctx context.Context, fn func(sqlconn.Conn) error) (lt
 	if c.fenced.Load() {
 		return 0, FencedError(c.name)
 	}
-	req := &writeReq{ctx: ctx, fn: fn, idem: newIdemCall(ctx), done: make(chan struct{})}
+	if err := c.stalled(); err != nil {
+		return 0, stalledError(c.name, err)
+	}
+	req := &writeReq{queued: time.Now(), ctx: ctx, fn: fn, idem: newIdemCall(ctx), done: make(chan struct{})}
 	c.gate.RLock()
 	if c.closed {
 		c.gate.RUnlock()

@@ -96,12 +96,19 @@ func (c *Committer) runShipper() {
 		err := c.ship(pending)
 		c.pace.end()
 		release()
+		// Groups committed during a stalled upload, taken from shipCh
+		// meanwhile (stall.go), ship next: their requests may still wait.
+		carried, closed := c.carried, c.carriedClosed
+		c.carried, c.carriedClosed = nil, false
+		if closed {
+			open = false
+		}
 		if err == nil || c.fenced.Load() {
-			pending, backoff = nil, 0
+			pending, backoff = carried, 0
 			continue
 		}
 		if !open { // closing: the final Sync in Close retries once more
-			pending = nil
+			pending = carried
 			continue
 		}
 		// Keep the groups (their requests are already answered in sync mode)
@@ -109,6 +116,7 @@ func (c *Committer) runShipper() {
 		for _, g := range pending {
 			g.reqs = nil
 		}
+		pending = append(pending, carried...)
 		backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second) // writers wait for the retry: keep it short
 		retry = time.After(backoff)
 	}
@@ -137,8 +145,10 @@ func (c *Committer) externalChanged() bool {
 func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 	before := c.opts.Replica.Pos()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
+	end := c.beginUpload()
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
+	end(err)
 	switch {
 	case err == nil:
 		if now, idle := c.writerIdle(); pos.TXID != before.TXID && idle && now == mark {
@@ -161,8 +171,15 @@ func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 func (c *Committer) ship(groups []*group) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 	start := time.Now()
+	end := c.beginUpload()
+	// Every group here committed before this Sync, whose capture (or the
+	// next one, if it fails first) ships them as the TXID after the newest
+	// captured now.
+	stopOverdue := c.answerOverdue(groups, c.captured()+1)
 	pos, err := c.opts.Replica.Sync(ctx)
 	cancel()
+	c.carried, c.carriedClosed = stopOverdue()
+	end(err)
 	if c.opts.Observer != nil {
 		c.opts.Observer.Synced(c.name, time.Since(start), err)
 	}
@@ -210,4 +227,12 @@ func (c *Committer) ship(groups []*group) error {
 		g.reqs = nil
 	}
 	return err
+}
+
+// beginUpload tells the Stall gauge an upload is outstanding.
+func (c *Committer) beginUpload() (end func(error)) {
+	if c.opts.Stall == nil {
+		return func(error) {}
+	}
+	return c.opts.Stall.Begin()
 }

@@ -65,13 +65,18 @@ func (c *Committer) gather(first *writeReq) []*writeReq {
 		if !pace || len(reqs) >= minGroupWhileUploading || !c.pace.uploading.Load() {
 			return reqs
 		}
+		wake, stop := c.stallWake()
 		select {
 		case r, ok := <-c.writeCh:
+			stop()
 			if !ok {
 				return reqs
 			}
 			reqs = append(reqs, r)
 		case <-c.pace.idle():
+			stop()
+			return reqs
+		case <-wake: // the upload stalled: runGroup refuses what it gathered
 			return reqs
 		}
 	}
@@ -81,6 +86,7 @@ func (c *Committer) gather(first *writeReq) []*writeReq {
 // uploadPace tells the writer whether an upload is in flight and when it ends.
 type uploadPace struct {
 	uploading atomic.Bool
+	began     atomic.Int64 // the upload's start (Unix ns); 0: none
 	once      sync.Once
 	ended     chan struct{} // one token after each upload
 }
@@ -95,11 +101,13 @@ func (p *uploadPace) start() {
 	case <-p.idle():
 	default:
 	}
+	p.began.Store(time.Now().UnixNano())
 	p.uploading.Store(true)
 }
 
 func (p *uploadPace) end() {
 	p.uploading.Store(false)
+	p.began.Store(0)
 	select {
 	case p.idle() <- struct{}{}:
 	default:
@@ -117,6 +125,14 @@ func (c *Committer) runGroup(reqs []*writeReq) {
 	if c.fenced.Load() {
 		for _, r := range reqs {
 			finish(r, 0, FencedError(c.name))
+		}
+		return
+	}
+	if err := c.stalled(); err != nil {
+		// Nothing runs: a commit now could not ship until the store
+		// answers, and its client would wait for that.
+		for _, r := range reqs {
+			finish(r, 0, stalledError(c.name, err))
 		}
 		return
 	}
