@@ -40,6 +40,23 @@ func (e *RowsEncoder) Encoded() ([]byte, bool) {
 	return e.buf, true
 }
 
+// Detach returns the rows encoded since Columns in a slice of their own
+// size and gives the encoder's pooled buffer back, and false when the Conn
+// did not stream. A pipeline keeps every statement's rows until its whole
+// answer is written: holding a pooled 32 KiB buffer per statement made a
+// 100,000-statement pipeline of one-row answers cost gigabytes, so what a
+// statement keeps is what its answer needs.
+func (e *RowsEncoder) Detach() ([]byte, bool) {
+	b, ok := e.Encoded()
+	if !ok || e.buf == nil {
+		return b, ok
+	}
+	out := append(make([]byte, 0, len(b)), b...)
+	jsonstr.PutBuffer(e.buf)
+	e.buf = nil
+	return out, true
+}
+
 // Row appends the row SQLite is on.
 func (e *RowsEncoder) Row(r *sqlconn.Row) {
 	b := e.buf

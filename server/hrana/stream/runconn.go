@@ -180,7 +180,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error
 	}
 	out := toStmtResult(res, stmt.WantRows)
 	if rows != nil { // a Conn that does not stream filled Rows instead
-		if enc, streamed := rows.Encoded(); streamed {
+		if enc, streamed := rows.Detach(); streamed {
 			out.RowsJSON = enc
 		}
 	}
