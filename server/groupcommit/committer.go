@@ -90,6 +90,9 @@ type Options struct {
 	ExternalPoll time.Duration
 	// IdempotencyWindow is how long an Idempotency-Key is remembered [24h].
 	IdempotencyWindow time.Duration
+	// Turn, if set, orders the write groups with the database's interactive
+	// sessions that write: each group takes it for its transaction.
+	Turn *Turn
 }
 
 // ErrClosed answers a Submit made after Close began.
