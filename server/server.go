@@ -159,6 +159,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
 		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
+		IdleWriteTimeout:  time.Duration(cfg.Limits.IdleWriteTimeout),
+		PinnedSessionIdle: time.Duration(cfg.Limits.PinnedSessionIdle),
 	})
 	if err != nil {
 		s.compact.stop()
@@ -175,6 +177,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+		MaxPinnedDatabases:    maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
 
 		MaxBodyBytes:            maxBodyBytes(cfg.Limits),
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
@@ -249,6 +252,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		debug.SetGCPercent(200)
 	}
 	sqliteconn.SetSoftHeapLimit(sqliteMemory(s.cfg.Limits))
+	applySQLiteLimits(s.cfg.Limits)
 	handler := s.handler
 	if s.cfg.Lease.Enabled {
 		handler = s.forward.Track(handler)

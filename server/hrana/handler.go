@@ -47,6 +47,9 @@ type Config struct {
 	// open at once (the database's own budget bounds them per database).
 	// Default 16.
 	MaxSessionsPerToken int
+	// MaxPinnedDatabases bounds the databases one token (or client address)
+	// holds sessions on at once. Default 8.
+	MaxPinnedDatabases int
 	// RequestTimeout bounds one HTTP request: every statement of its batches
 	// and pipeline, including the time it holds the writer. Past it the
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
@@ -106,6 +109,7 @@ func NewHandler(cfg Config) *Handler {
 		MaxStreamsPerDatabase: cfg.MaxStreamsPerDatabase,
 		MaxStreams:            cfg.MaxStreams,
 		MaxSessionsPerToken:   cfg.MaxSessionsPerToken,
+		MaxPinnedDatabases:    cfg.MaxPinnedDatabases,
 		RequestTimeout:        cfg.RequestTimeout,
 	})
 	return &Handler{

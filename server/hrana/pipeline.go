@@ -53,7 +53,7 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	}
 	released := false
 	defer h.endOnPanic(w, s, &released)
-	x, cancel := h.streams.NewExecution(ctx, s)
+	x, cancel := h.streams.NewExecution(stream.WithClient(ctx, r.RemoteAddr), s)
 	defer cancel()
 	x.StreamRows = streamRows
 	resp := proto.PipelineResponse{Results: make([]proto.StreamResult, 0, len(body.Requests))}
