@@ -30,6 +30,14 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // and returns the *readreplica.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
 	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
+	if max := h.maxPipelineRequests(); len(body.Requests) > max {
+		// Every request's result is kept until the answer is written: a
+		// body of tiny statements would cost memory and CPU out of all
+		// proportion to its size, beside everyone else's requests.
+		writeHTTPError(w, http.StatusRequestEntityTooLarge, &proto.Error{Code: "PIPELINE_TOO_LONG", Message: fmt.Sprintf(
+			"the pipeline holds %d requests, more than %d (limits.max-pipeline-requests); send them in several pipelines, or as batches", len(body.Requests), max)})
+		return nil
+	}
 	for i := range body.Requests {
 		if e := body.Requests[i].Validate(); e != nil {
 			e.Message = fmt.Sprintf("request %d: %s", i, e.Message)
@@ -85,4 +93,16 @@ func refusalStatus(r stream.Refusal) int {
 		return http.StatusInternalServerError
 	}
 	return http.StatusBadRequest
+}
+
+// DefaultMaxPipelineRequests bounds the requests of one pipeline unless
+// configured: far more than any client sends at once, and a few megabytes
+// of results at most.
+const DefaultMaxPipelineRequests = 10_000
+
+func (h *Handler) maxPipelineRequests() int {
+	if h.cfg.MaxPipelineRequests > 0 {
+		return h.cfg.MaxPipelineRequests
+	}
+	return DefaultMaxPipelineRequests
 }
