@@ -26,12 +26,16 @@ func TestHostileSQL(t *testing.T) {
 		sluiceBin = bin
 		defer func() { sluiceBin = old }()
 	}
-	runHostile(t, []string{"-max-open-databases", "12", "-database-idle-timeout", "5s"},
-		hostile.Attack{Name: "8 concurrent 100,000-statement pipelines", Run: attackBigPipelines},
-		hostile.Attack{Name: "printf('%.*c', 999999999) and zeroblob(999999999)", Run: attackHugeValues},
-		hostile.Attack{Name: "12 pinning streams, -max-open-databases 12", Run: attackPinningStreams},
-		hostile.Attack{Name: "4 abandoned BEGIN IMMEDIATE loops vs another token's writes", Run: attackAbandonedWriters},
-	)
+	attacks := []hostile.Attack{
+		{Name: "8 concurrent 100,000-statement pipelines", Run: attackBigPipelines},
+		{Name: "printf('%.*c', 999999999) and zeroblob(999999999)", Run: attackHugeValues},
+		{Name: "12 pinning streams, -max-open-databases 12", Run: attackPinningStreams},
+		{Name: "4 abandoned BEGIN IMMEDIATE loops vs another token's writes", Run: attackAbandonedWriters},
+	}
+	if os.Getenv("SLUICE_HOSTILE_SKIP_PIPELINES") != "" { // a build without a pipeline cap takes gigabytes
+		attacks = attacks[1:]
+	}
+	runHostile(t, []string{"-max-open-databases", "12", "-database-idle-timeout", "5s"}, attacks...)
 }
 
 func hranaPipeline(ctx context.Context, client *http.Client, s *hostile.Server, token, db string, body []byte) (int, []byte, error) {
@@ -199,7 +203,7 @@ func attackPinningStreams(ctx context.Context, s *hostile.Server, rec *hostile.R
 				batons[db] = r.Baton
 			}
 		}
-		other := fmt.Sprintf("other-%d", n%20)
+		other := fmt.Sprintf("other-%d", n%4) // with the canary's, fits the slots the cap leaves
 		if code, body, _ := s.Request(ctx, http.MethodPut, "/v1/databases/"+other, hostile.AdminToken, nil); code >= 300 && code != http.StatusConflict {
 			failed++
 			rec.Refused(code, body, "max-open-databases")

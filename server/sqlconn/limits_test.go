@@ -80,3 +80,37 @@ type lenWriter struct{ n int }
 
 func (w *lenWriter) Columns([]Column) {}
 func (w *lenWriter) Row(r *Row)       { w.n += len(r.Bytes(0)) }
+
+// The statement time limit cannot interrupt one SQL function call, so with
+// SQLite's gigabyte length limit a statement building huge values ran
+// seconds past it; under the length limit it stops within one call's work.
+func TestTimeLimitHoldsUnderTheLengthLimit(t *testing.T) {
+	SetMaxLength(16<<20, "limits.max-value-bytes")
+	defer SetMaxLength(0, "")
+	const limit = time.Second
+	c, err := Open(filepath.Join(t.TempDir(), "db"), SharedReader, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{
+		"WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT sum(length(randomblob(16000000))) FROM r",
+		"WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r) SELECT sum(length(replace(printf('%.*c', 8000000, 'x'), 'x', 'yy'))) FROM r",
+		"SELECT length(randomblob(999999999))",
+	} {
+		start := time.Now()
+		_, err := c.Exec(context.Background(), Stmt{SQL: q})
+		took := time.Since(start)
+		var e *dberr.Error
+		if !errors.As(err, &e) || (e.Code != dberr.CodeTimeout && e.Code != "SQLITE_TOOBIG") {
+			t.Fatalf("%s: %v, want the time limit or the length limit", q, err)
+		}
+		// Generous for a loaded machine: one call on a 16 MiB value takes
+		// about 0.3 s here; without the length limit such statements ran
+		// 1.2 to 8 s past a 1 s limit.
+		if took > limit+2*time.Second {
+			t.Fatalf("%s: answered after %s with a %s limit", q, took, limit)
+		}
+		t.Logf("%s: %s after %s", q, e.Code, took.Round(time.Millisecond))
+	}
+}
