@@ -178,7 +178,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
 		MaxPinnedDatabases:    maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
-		MaxPipelineRequests:   cfg.Limits.MaxPipelineRequests,
+		MaxPipelineStatements: cfg.Limits.MaxPipelineStatements,
 
 		MaxBodyBytes:            maxBodyBytes(cfg.Limits),
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),

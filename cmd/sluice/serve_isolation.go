@@ -17,7 +17,7 @@ func isolationFlags(fs *flag.FlagSet) func(*server.Config) {
 	idleWrite := fs.Duration("idle-write-timeout", 250*time.Millisecond, "roll back an interactive transaction that holds a database's write lock with no statement running this long while other writers wait (negative: never)")
 	maxPinned := fs.Int("max-pinned-databases", 0, "databases one token (or client address, without tokens) may hold open streams with transactions or changed settings on (0: half of -max-open-databases, at most 8)")
 	pinnedIdle := fs.Duration("pinned-session-idle", time.Second, "when every open database is in use, close a database's streams' connections that hold no transaction and ran nothing for this long")
-	maxPipeline := fs.Int("max-pipeline-requests", 0, "requests in one Hrana HTTP pipeline; a longer one is refused with 413 (0: the default, 10000)")
+	maxPipeline := fs.Int("max-pipeline-statements", 0, "statements (execute requests and batch steps) in one Hrana HTTP pipeline; a longer one is refused with 413 (0: the default, 10000)")
 	return func(cfg *server.Config) {
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
@@ -27,8 +27,8 @@ func isolationFlags(fs *flag.FlagSet) func(*server.Config) {
 				cfg.Limits.IdleWriteTimeout = server.Duration(*idleWrite)
 			case "max-pinned-databases":
 				cfg.Limits.MaxPinnedDatabases = *maxPinned
-			case "max-pipeline-requests":
-				cfg.Limits.MaxPipelineRequests = *maxPipeline
+			case "max-pipeline-statements":
+				cfg.Limits.MaxPipelineStatements = *maxPipeline
 			case "pinned-session-idle":
 				cfg.Limits.PinnedSessionIdle = server.Duration(*pinnedIdle)
 			}

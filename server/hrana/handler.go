@@ -50,9 +50,9 @@ type Config struct {
 	// MaxPinnedDatabases bounds the databases one token (or client address)
 	// holds sessions on at once. Default 8.
 	MaxPinnedDatabases int
-	// MaxPipelineRequests bounds the requests of one HTTP pipeline
-	// [DefaultMaxPipelineRequests].
-	MaxPipelineRequests int
+	// MaxPipelineStatements bounds the requests of one HTTP pipeline
+	// [DefaultMaxPipelineStatements].
+	MaxPipelineStatements int
 	// RequestTimeout bounds one HTTP request: every statement of its batches
 	// and pipeline, including the time it holds the writer. Past it the
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.

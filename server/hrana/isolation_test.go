@@ -30,15 +30,24 @@ func TestPinnedDatabasesPerClient(t *testing.T) {
 	mustOK(t, r)
 }
 
-// A pipeline longer than MaxPipelineRequests is refused before anything
+// A pipeline longer than MaxPipelineStatements is refused before anything
 // runs, with 413 naming the limit; one at the limit runs.
 func TestPipelineRequestCap(t *testing.T) {
-	ts := newTestServer(t, Config{MaxPipelineRequests: 3})
+	ts := newTestServer(t, Config{MaxPipelineStatements: 3})
 	reqs := []map[string]any{execReq("SELECT 1"), execReq("SELECT 2"), execReq("SELECT 3"), {"type": "close"}}
 	status, out := post(t, ts.URL+"/v2/pipeline", map[string]any{"baton": nil, "requests": reqs})
-	if msg, _ := out["message"].(string); status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "limits.max-pipeline-requests") {
-		t.Fatalf("4 requests: %d %v, want 413 naming limits.max-pipeline-requests", status, out)
+	if msg, _ := out["message"].(string); status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "limits.max-pipeline-statements") {
+		t.Fatalf("4 requests: %d %v, want 413 naming limits.max-pipeline-statements", status, out)
 	}
 	_, res := pipe(t, ts.URL, nil, reqs[1:]...)
 	mustOK(t, res[0])
+	// Batch steps count as statements.
+	steps := []any{}
+	for range 4 {
+		steps = append(steps, map[string]any{"stmt": stmt("SELECT 1")})
+	}
+	status, out = post(t, ts.URL+"/v2/pipeline", map[string]any{"baton": nil, "requests": []any{map[string]any{"type": "batch", "batch": map[string]any{"steps": steps}}}})
+	if msg, _ := out["message"].(string); status != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "4 statements") {
+		t.Fatalf("a batch of 4 steps: %d %v, want 413", status, out)
+	}
 }

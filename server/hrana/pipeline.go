@@ -30,12 +30,12 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // and returns the *readreplica.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
 	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
-	if max := h.maxPipelineRequests(); len(body.Requests) > max {
-		// Every request's result is kept until the answer is written: a
+	if max, n := h.maxPipelineStatements(), statementCount(body.Requests); n > max {
+		// Every statement's result is kept until the answer is written: a
 		// body of tiny statements would cost memory and CPU out of all
 		// proportion to its size, beside everyone else's requests.
 		writeHTTPError(w, http.StatusRequestEntityTooLarge, &proto.Error{Code: "PIPELINE_TOO_LONG", Message: fmt.Sprintf(
-			"the pipeline holds %d requests, more than %d (limits.max-pipeline-requests); send them in several pipelines, or as batches", len(body.Requests), max)})
+			"the pipeline holds %d statements (execute requests and batch steps), more than %d (limits.max-pipeline-statements); send them in several pipelines", n, max)})
 		return nil
 	}
 	for i := range body.Requests {
@@ -95,14 +95,28 @@ func refusalStatus(r stream.Refusal) int {
 	return http.StatusBadRequest
 }
 
-// DefaultMaxPipelineRequests bounds the requests of one pipeline unless
+// statementCount counts the results a pipeline's answer holds: one per
+// request, one per step of a batch.
+func statementCount(reqs []proto.StreamRequest) int {
+	n := 0
+	for _, r := range reqs {
+		if r.Batch != nil {
+			n += len(r.Batch.Steps)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// DefaultMaxPipelineStatements bounds the statements of one pipeline unless
 // configured: far more than any client sends at once, and a few megabytes
 // of results at most.
-const DefaultMaxPipelineRequests = 10_000
+const DefaultMaxPipelineStatements = 10_000
 
-func (h *Handler) maxPipelineRequests() int {
-	if h.cfg.MaxPipelineRequests > 0 {
-		return h.cfg.MaxPipelineRequests
+func (h *Handler) maxPipelineStatements() int {
+	if h.cfg.MaxPipelineStatements > 0 {
+		return h.cfg.MaxPipelineStatements
 	}
-	return DefaultMaxPipelineRequests
+	return DefaultMaxPipelineStatements
 }
