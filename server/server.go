@@ -177,8 +177,11 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
-		MaxPinnedDatabases:    maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
-		MaxPipelineStatements: cfg.Limits.MaxPipelineStatements,
+
+		// Isolation between clients (isolation.go).
+		MaxPinnedDatabases:         maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
+		MaxPipelineStatements:      cfg.Limits.MaxPipelineStatements,
+		MaxConcurrentLongPipelines: cfg.Limits.MaxConcurrentLongPipelines,
 
 		MaxBodyBytes:            maxBodyBytes(cfg.Limits),
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),

@@ -18,6 +18,7 @@ func isolationFlags(fs *flag.FlagSet) func(*server.Config) {
 	maxPinned := fs.Int("max-pinned-databases", 0, "databases one token (or client address, without tokens) may hold open streams with transactions or changed settings on (0: half of -max-open-databases, at most 8)")
 	pinnedIdle := fs.Duration("pinned-session-idle", time.Second, "when every open database is in use, close a database's streams' connections that hold no transaction and ran nothing for this long")
 	maxPipeline := fs.Int("max-pipeline-statements", 0, "statements (execute requests and batch steps) in one Hrana HTTP pipeline; a longer one is refused with 413 (0: the default, 10000)")
+	longPipelines := fs.Int("max-concurrent-long-pipelines", 0, "Hrana pipelines of more than 100 statements running at once across the server; others wait (0: half the CPUs, at least 1)")
 	return func(cfg *server.Config) {
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
@@ -27,6 +28,8 @@ func isolationFlags(fs *flag.FlagSet) func(*server.Config) {
 				cfg.Limits.IdleWriteTimeout = server.Duration(*idleWrite)
 			case "max-pinned-databases":
 				cfg.Limits.MaxPinnedDatabases = *maxPinned
+			case "max-concurrent-long-pipelines":
+				cfg.Limits.MaxConcurrentLongPipelines = *longPipelines
 			case "max-pipeline-statements":
 				cfg.Limits.MaxPipelineStatements = *maxPipeline
 			case "pinned-session-idle":

@@ -45,6 +45,11 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 			return nil
 		}
 	}
+	release, ok := h.enterLongLane(w, r, statementCount(body.Requests))
+	if !ok {
+		return nil
+	}
+	defer release()
 	ctx, idem, e := requestContext(r, body.Requests)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
