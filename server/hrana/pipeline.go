@@ -3,6 +3,7 @@ package hrana
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana/proto"
@@ -13,7 +14,12 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 	data, e := h.readBody(w, r)
 	var body proto.PipelineRequest
 	if e == nil {
-		e = notHranaJSON(proto.DecodePipelineRequest(data, &body))
+		tooMany, err := proto.DecodePipelineRequestAtMost(data, &body, h.maxPipelineStatements())
+		if tooMany {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, pipelineTooLong(fmt.Sprintf("more than %d", h.maxPipelineStatements()), h.maxPipelineStatements()))
+			return nil
+		}
+		e = notHranaJSON(err)
 	}
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
@@ -34,8 +40,7 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 		// Every statement's result is kept until the answer is written: a
 		// body of tiny statements would cost memory and CPU out of all
 		// proportion to its size, beside everyone else's requests.
-		writeHTTPError(w, http.StatusRequestEntityTooLarge, &proto.Error{Code: "PIPELINE_TOO_LONG", Message: fmt.Sprintf(
-			"the pipeline holds %d statements (execute requests and batch steps), more than %d (limits.max-pipeline-statements); send them in several pipelines", n, max)})
+		writeHTTPError(w, http.StatusRequestEntityTooLarge, pipelineTooLong(strconv.Itoa(n), max))
 		return nil
 	}
 	for i := range body.Requests {
@@ -98,6 +103,12 @@ func refusalStatus(r stream.Refusal) int {
 		return http.StatusInternalServerError
 	}
 	return http.StatusBadRequest
+}
+
+// pipelineTooLong refuses a pipeline of n statements (a number, or "more than max").
+func pipelineTooLong(n string, max int) *proto.Error {
+	return &proto.Error{Code: "PIPELINE_TOO_LONG", Message: fmt.Sprintf(
+		"the pipeline holds %s statements (execute requests and batch steps), more than %d (limits.max-pipeline-statements); send them in several pipelines", n, max)}
 }
 
 // statementCount counts the results a pipeline's answer holds: one per
