@@ -27,6 +27,14 @@ func TestHostileSQL(t *testing.T) {
 		defer func() { sluiceBin = old }()
 	}
 	attacks := []hostile.Attack{
+		// No attack: the canary's noise floor on this machine, for the table.
+		{Name: "nothing (baseline)", Run: func(ctx context.Context, _ *hostile.Server, _ *hostile.Recorder) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+			return nil
+		}},
 		{Name: "8 concurrent 100,000-statement pipelines", Run: attackBigPipelines},
 		{Name: "printf('%.*c', 999999999) and zeroblob(999999999)", Run: attackHugeValues},
 		{Name: "12 pinning streams, -max-open-databases 12", Run: attackPinningStreams},
