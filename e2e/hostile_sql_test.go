@@ -288,6 +288,42 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 	}
 	stop()
 	wg.Wait()
+	// A client that comes back to its transaction after it was revoked is
+	// told so, naming the limit, and its stream stays ended: a later COMMIT
+	// fails too, and nothing of the transaction is in the database.
+	_, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "shared",
+		pipelineBody(nil, execReq("BEGIN IMMEDIATE"), execReq("INSERT INTO t VALUES ('returning', 2)")))
+	var r pipeResult
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Baton == nil {
+		return fmt.Errorf("open the returning transaction: %v %s", err, b)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := s.Query(ctx, hostile.AdminToken, "shared", "INSERT INTO t VALUES ('victim', 1)"); err != nil {
+		return err
+	}
+	for _, sql := range []string{"INSERT INTO t VALUES ('returning', 3)", "COMMIT"} {
+		code, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "shared", pipelineBody(r.Baton, execReq(sql)))
+		if err != nil {
+			return err
+		}
+		var next pipeResult
+		_ = json.Unmarshal(b, &next)
+		switch {
+		case code != 200:
+			rec.Refused(code, string(b), "limits.idle-write-timeout")
+		case len(next.Results) == 1 && next.Results[0].Error != nil:
+			rec.Refused(400, next.Results[0].Error.Message, "limits.idle-write-timeout")
+		default:
+			rec.Unclear("%s after the transaction was revoked: %.300s", sql, b)
+		}
+		if next.Baton != nil {
+			r.Baton = next.Baton
+		}
+	}
+	code, left, _ := s.Request(ctx, http.MethodPost, "/v1/databases/shared/query", hostile.AdminToken, []byte(`{"sql":"SELECT count(*) FROM t WHERE who = 'returning'"}`))
+	if code != 200 || !strings.Contains(left, "[[0]]") {
+		return fmt.Errorf("rows of the revoked transaction: %d %s", code, left)
+	}
 	total := 0
 	abandoned.Range(func(_, v any) bool { total += v.(int); return true })
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })

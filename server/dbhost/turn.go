@@ -2,6 +2,7 @@ package dbhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,10 +81,22 @@ func (s *session) Revoke() bool {
 // closedError is what a closed session's next statement gets.
 func (s *session) closedError() error {
 	if s.ended != nil {
-		return s.ended
+		return endedError{s.ended}
 	}
 	return dberr.New(dberr.CodeBadRequest, "session is closed")
 }
+
+// ErrSessionEnded matches the error of a statement on a session the server
+// ended (an idle write transaction others waited for, a database closed to
+// make room): whatever the client's transaction or connection held is gone,
+// so its stream must not go on as if it were not.
+var ErrSessionEnded = errors.New("session ended by the server")
+
+type endedError struct{ e *dberr.Error }
+
+func (e endedError) Error() string        { return e.e.Error() }
+func (e endedError) Unwrap() error        { return e.e }
+func (e endedError) Is(target error) bool { return target == ErrSessionEnded }
 
 // MaxOpen is the cap on open databases, defaults applied.
 func (h *Host) MaxOpen() int { return h.opts.MaxOpen }
