@@ -3,6 +3,7 @@ package hrana
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -75,7 +76,11 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	defer cancel()
 	x.StreamRows = streamRows
 	resp := proto.PipelineResponse{Results: make([]proto.StreamResult, 0, len(body.Requests))}
+	long := len(body.Requests) > longPipeline
 	for i := range body.Requests {
+		if long && i%16 == 15 {
+			runtime.Gosched() // a short request waiting for this core goes first (lane.go)
+		}
 		resp.Results = append(resp.Results, x.Handle(&body.Requests[i]))
 		if x.NeedsWriter() != nil {
 			break
