@@ -306,15 +306,23 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 	wg.Wait()
 	// A client that comes back to its transaction after it was revoked is
 	// told so, naming the limit, and its stream stays ended: a later COMMIT
-	// fails too, and nothing of the transaction is in the database.
-	_, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "shared",
+	// fails too, and nothing of the transaction is in the database. On a
+	// database of its own, so that it holds the lock before the other write
+	// arrives (a waiting write group goes before waiting sessions).
+	if code, body, _ := s.Request(ctx, http.MethodPut, "/v1/databases/revoked", hostile.AdminToken, nil); code >= 300 && code != http.StatusConflict {
+		return fmt.Errorf("create: %d %s", code, body)
+	}
+	if err := s.Query(ctx, hostile.AdminToken, "revoked", "CREATE TABLE IF NOT EXISTS t (who TEXT, at INTEGER)"); err != nil {
+		return err
+	}
+	_, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "revoked",
 		pipelineBody(nil, execReq("BEGIN IMMEDIATE"), execReq("INSERT INTO t VALUES ('returning', 2)")))
 	var r pipeResult
 	if err != nil || json.Unmarshal(b, &r) != nil || r.Baton == nil {
 		return fmt.Errorf("open the returning transaction: %v %s", err, b)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if err := s.Query(ctx, hostile.AdminToken, "shared", "INSERT INTO t VALUES ('victim', 1)"); err != nil {
+	if err := s.Query(ctx, hostile.AdminToken, "revoked", "INSERT INTO t VALUES ('victim', 1)"); err != nil {
 		return err
 	}
 	// The first is told why, naming the limit; the stream is then gone.
@@ -323,7 +331,7 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 		if i == 1 {
 			want = "was rolled back"
 		}
-		code, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "shared", pipelineBody(r.Baton, execReq(sql)))
+		code, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "revoked", pipelineBody(r.Baton, execReq(sql)))
 		if err != nil {
 			return err
 		}
@@ -341,7 +349,7 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 			r.Baton = next.Baton
 		}
 	}
-	code, left, _ := s.Request(ctx, http.MethodPost, "/v1/databases/shared/query", hostile.AdminToken, []byte(`{"sql":"SELECT count(*) FROM t WHERE who = 'returning'"}`))
+	code, left, _ := s.Request(ctx, http.MethodPost, "/v1/databases/revoked/query", hostile.AdminToken, []byte(`{"sql":"SELECT count(*) FROM t WHERE who = 'returning'"}`))
 	if code != 200 || !strings.Contains(left, "[[0]]") {
 		return fmt.Errorf("rows of the revoked transaction: %d %s", code, left)
 	}
