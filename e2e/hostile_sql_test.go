@@ -315,10 +315,12 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 	if err := s.Query(ctx, hostile.AdminToken, "revoked", "CREATE TABLE IF NOT EXISTS t (who TEXT, at INTEGER)"); err != nil {
 		return err
 	}
-	_, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "revoked",
+	// Not the attacker's token: its abandoned transactions may still count
+	// against its session quota until they time out.
+	_, b, err := hranaPipeline(ctx, client, s, hostile.AdminToken, "revoked",
 		pipelineBody(nil, execReq("BEGIN IMMEDIATE"), execReq("INSERT INTO t VALUES ('returning', 2)")))
 	var r pipeResult
-	if err != nil || json.Unmarshal(b, &r) != nil || r.Baton == nil {
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Baton == nil || len(r.Results) != 2 || r.Results[0].Error != nil || r.Results[1].Error != nil {
 		return fmt.Errorf("open the returning transaction: %v %s", err, b)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -331,7 +333,7 @@ func attackAbandonedWriters(ctx context.Context, s *hostile.Server, rec *hostile
 		if i == 1 {
 			want = "was rolled back"
 		}
-		code, b, err := hranaPipeline(ctx, client, s, hostile.AttackerToken, "revoked", pipelineBody(r.Baton, execReq(sql)))
+		code, b, err := hranaPipeline(ctx, client, s, hostile.AdminToken, "revoked", pipelineBody(r.Baton, execReq(sql)))
 		if err != nil {
 			return err
 		}
