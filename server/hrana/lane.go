@@ -19,8 +19,16 @@ import (
 // so a short request waiting for it runs within microseconds, not after the
 // scheduler's 10 ms time slice.
 
-// longPipeline is the number of statements from which a pipeline counts as long.
-const longPipeline = 100
+// longPipeline is the number of statements from which a pipeline counts as
+// long; longBody the body size (bytes, as the request declares it) from
+// which a pipeline takes its slot before its body is read and decoded.
+const (
+	longPipeline = 100
+	longBody     = 256 << 10
+)
+
+// inLaneKey marks a request that already holds a slot of the lane.
+type inLaneKey struct{}
 
 // newLongLane returns the lane's slots: n, or half the CPUs (at least one).
 func newLongLane(n int) chan struct{} {

@@ -1,6 +1,7 @@
 package hrana
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -12,6 +13,15 @@ import (
 )
 
 func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
+	if r.ContentLength > longBody {
+		// Reading and decoding a large body is long work too (lane.go).
+		release, ok := h.enterLongLane(w, r, longPipeline+1)
+		if !ok {
+			return nil
+		}
+		defer release()
+		r = r.WithContext(context.WithValue(r.Context(), inLaneKey{}, true))
+	}
 	data, e := h.readBody(w, r)
 	var body proto.PipelineRequest
 	if e == nil {
@@ -51,11 +61,13 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 			return nil
 		}
 	}
-	release, ok := h.enterLongLane(w, r, statementCount(body.Requests))
-	if !ok {
-		return nil
+	if r.Context().Value(inLaneKey{}) == nil {
+		release, ok := h.enterLongLane(w, r, statementCount(body.Requests))
+		if !ok {
+			return nil
+		}
+		defer release()
 	}
-	defer release()
 	ctx, idem, e := requestContext(r, body.Requests)
 	if e != nil {
 		writeHTTPError(w, http.StatusBadRequest, e)
