@@ -83,6 +83,14 @@ type Limits struct {
 	// heap limit; default 64 MiB, negative: none). Reads past it come from
 	// the operating system's file cache.
 	SQLiteMemory units.Size `yaml:"sqlite-memory"`
+
+	// Isolation between clients (isolation.go).
+	MaxValueBytes              units.Size `yaml:"max-value-bytes"`               // largest string, blob or row SQLite builds or reads, default 16 MiB
+	IdleWriteTimeout           Duration   `yaml:"idle-write-timeout"`            // a write transaction idle this long while others wait is rolled back, default 250ms
+	MaxPinnedDatabases         int        `yaml:"max-pinned-databases"`          // databases one token (or address) holds sessions on, default min(8, max-open-databases/2)
+	PinnedSessionIdle          Duration   `yaml:"pinned-session-idle"`           // a full server closes sessions idle this long (no transaction), default 1s
+	MaxConcurrentLongPipelines int        `yaml:"max-concurrent-long-pipelines"` // pipelines of more than 100 statements running at once, default half the CPUs
+	MaxPipelineStatements      int        `yaml:"max-pipeline-statements"`       // statements (executes, batch steps) in one Hrana HTTP pipeline, default 10000
 }
 
 // Group tunes group commit.

@@ -167,6 +167,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
 		Stall:             s.watch,
 		WriteStallTimeout: time.Duration(cfg.WriteStallTimeout),
+		IdleWriteTimeout:  time.Duration(cfg.Limits.IdleWriteTimeout),
+		PinnedSessionIdle: time.Duration(cfg.Limits.PinnedSessionIdle),
 	})
 	if err != nil {
 		s.compact.stop()
@@ -183,6 +185,11 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+
+		// Isolation between clients (isolation.go).
+		MaxPinnedDatabases:         maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
+		MaxPipelineStatements:      cfg.Limits.MaxPipelineStatements,
+		MaxConcurrentLongPipelines: cfg.Limits.MaxConcurrentLongPipelines,
 
 		MaxBodyBytes:            maxBodyBytes(cfg.Limits),
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
@@ -258,6 +265,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		debug.SetGCPercent(200)
 	}
 	sqliteconn.SetSoftHeapLimit(sqliteMemory(s.cfg.Limits))
+	applySQLiteLimits(s.cfg.Limits)
 	handler := s.handler
 	if s.cfg.Lease.Enabled {
 		handler = s.forward.Track(handler)

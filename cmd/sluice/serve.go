@@ -89,6 +89,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
 	verbose := fs.Bool("v", false, "debug logging")
+	applyIsolation := isolationFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("serve", "unexpected arguments: %q (serve takes only flags)", args)
@@ -152,6 +153,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Limits.MaxConcurrentUploads = *maxUploads
 			}
 		})
+		applyIsolation(&cfg)
 		if err := checkServeFlags(fs, cfg); err != nil {
 			return err
 		}

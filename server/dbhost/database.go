@@ -36,6 +36,7 @@ type database struct {
 
 	sessMu   sync.Mutex
 	sessions map[*session]struct{}
+	turn     *groupcommit.Turn // the write order of groups and writing sessions (turn.go)
 
 	deleting atomic.Bool // Delete is closing it: its replica may be purged next
 

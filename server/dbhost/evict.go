@@ -124,6 +124,60 @@ func (h *Host) makeRoom(except string) {
 			excess--
 		}
 	}
+	// Still full: databases kept open only by sessions that hold no
+	// transaction and have run nothing for a while (a stream that changed
+	// its connection's settings keeps its session between requests) give
+	// their slot up; those sessions' next statement is told why.
+	for _, db := range cands {
+		if excess <= 0 {
+			return
+		}
+		if db.closePinningSessions(h.opts.PinnedSessionIdle) && h.evict(db, 0) {
+			excess--
+		}
+	}
+}
+
+// closePinningSessions closes db's sessions if each holds no transaction
+// and has run nothing for minIdle, and nothing else keeps db busy; it
+// reports whether it did.
+func (db *database) closePinningSessions(minIdle time.Duration) bool {
+	if db.inflight.Load() > 0 || db.commits.Busy() || db.commits.Fenced() {
+		return false
+	}
+	if n, _ := db.commits.Unshipped(); n > 0 {
+		return false
+	}
+	db.sessMu.Lock()
+	open := make([]*session, 0, len(db.sessions))
+	for s := range db.sessions {
+		open = append(open, s)
+	}
+	db.sessMu.Unlock()
+	if len(open) == 0 {
+		return false
+	}
+	for _, s := range open {
+		if s.IdleFor() < minIdle || !s.mu.TryLock() {
+			return false
+		}
+		idle := s.closed || (s.c != nil && s.c.Autocommit())
+		s.mu.Unlock()
+		if !idle {
+			return false
+		}
+	}
+	for _, s := range open {
+		s.mu.Lock()
+		if !s.closed {
+			s.ended = dberr.ForDatabase(dberr.CodeUnavailable, db.name, fmt.Sprintf(
+				"database %s: this stream's connection was closed to free the database's slot for others: every open database was in use (max-open-databases %d) and it had run nothing for %s (limits.pinned-session-idle); start a new stream",
+				quote(db.name), db.opts.MaxOpen, minIdle))
+			s.abandon()
+		}
+		s.mu.Unlock()
+	}
+	return true
 }
 
 // sweepIdle closes databases unused for longer than IdleTimeout; one

@@ -98,7 +98,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	}
 	defer release() // after the database is in the table (or failed)
 	db := &database{name: name, path: path, opts: &h.opts, log: log, store: store,
-		sessions: map[*session]struct{}{}, reopenAs: h.Get}
+		sessions: map[*session]struct{}{}, reopenAs: h.Get, turn: groupcommit.NewTurn(h.opts.IdleWriteTimeout)}
 	db.touch()
 	rep, err := h.openReplication(ctx, db)
 	if h.opts.Replication.diverged(err) {
@@ -133,6 +133,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		CommitWindow: h.opts.CommitWindow, Uploads: h.uploads,
 		ExternalPoll: h.opts.ExternalPoll, IdempotencyWindow: h.opts.IdempotencyWindow,
 		Stall: h.opts.Stall, WriteStallTimeout: h.opts.WriteStallTimeout,
+		Turn: db.turn,
 	})
 	h.mu.Lock()
 	h.dbs[name] = db

@@ -36,8 +36,16 @@ type Options struct {
 	MaxOpen int
 	// IdleTimeout closes a database unused for this long [1m]; < 0: never.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
-	Observer    Observer
+	// IdleWriteTimeout rolls back an interactive transaction that holds the
+	// write lock with no statement running for this long while other
+	// writers wait (turn.go) [DefaultIdleWriteTimeout]; < 0: never.
+	IdleWriteTimeout time.Duration
+	// PinnedSessionIdle: when every open database is busy, one whose only
+	// sessions have run nothing for this long and hold no transaction is
+	// closed, sessions and all, to open another [DefaultPinnedSessionIdle].
+	PinnedSessionIdle time.Duration
+	Logger            *slog.Logger
+	Observer          Observer
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options
@@ -83,6 +91,15 @@ type Options struct {
 // flooded with small PUTs from many databases at once.
 const DefaultMaxUploads = 16
 
+// Defaults of Options' isolation settings: short enough that another
+// client's writes wait well under a second behind a transaction someone
+// walked away from, long enough for a client's round trip between two
+// statements of a transaction.
+const (
+	DefaultIdleWriteTimeout  = 250 * time.Millisecond
+	DefaultPinnedSessionIdle = time.Second
+)
+
 func (o *Options) setDefaults() {
 	if o.StatementTimeout <= 0 {
 		o.StatementTimeout = 5 * time.Second
@@ -110,6 +127,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = time.Minute
+	}
+	if o.IdleWriteTimeout == 0 {
+		o.IdleWriteTimeout = DefaultIdleWriteTimeout
+	}
+	if o.PinnedSessionIdle <= 0 {
+		o.PinnedSessionIdle = DefaultPinnedSessionIdle
 	}
 	if o.ExternalPoll == 0 {
 		o.ExternalPoll = time.Second

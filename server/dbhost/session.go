@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/groupcommit"
@@ -21,6 +23,12 @@ type session struct {
 	c        *sqlconn.Handle
 	fresh    string // the connection's state when it opened (state.go)
 	closed   bool
+	// Between requests (turn.go): the session's place in the database's
+	// write order, and why the server ended it, told to its next statement.
+	hasTurn  bool
+	running  atomic.Bool  // a statement is running
+	lastUsed atomic.Int64 // unix nanoseconds when its last statement ended
+	ended    *dberr.Error
 }
 
 // Session opens a dedicated connection; see Database.Session.
@@ -57,6 +65,7 @@ func (db *database) session(ctx context.Context, readOnly bool) (Session, error)
 		limit, kind = db.opts.MaxReadSessions, "read-only"
 	}
 	s := &session{db: db, readOnly: readOnly}
+	s.lastUsed.Store(time.Now().UnixNano())
 	db.sessMu.Lock()
 	n := 0
 	for o := range db.sessions {
@@ -117,7 +126,7 @@ func (s *session) Describe(ctx context.Context, sql string) (sqlconn.Description
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return sqlconn.Description{}, dberr.New(dberr.CodeBadRequest, "session is closed")
+		return sqlconn.Description{}, s.closedError()
 	}
 	return s.c.Describe(ctx, sql)
 }
@@ -130,11 +139,22 @@ func (s *session) Exec(ctx context.Context, st sqlconn.Stmt) (sqlconn.Result, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return sqlconn.Result{}, dberr.New(dberr.CodeBadRequest, "session is closed")
+		return sqlconn.Result{}, s.closedError()
+	}
+	s.running.Store(true)
+	defer func() {
+		s.lastUsed.Store(time.Now().UnixNano())
+		s.running.Store(false)
+	}()
+	if err := s.takeTurn(ctx, st.SQL); err != nil {
+		return sqlconn.Result{}, err
 	}
 	wasTx := !s.c.Autocommit()
 	before := s.c.TotalChanges()
 	res, err := s.c.Exec(ctx, st)
+	if s.hasTurn && s.c.Autocommit() {
+		s.releaseTurn() // before the no-op write group below, which takes the turn
+	}
 	if errors.Is(err, dberr.ErrInternal) {
 		// The statement failed inside the SQLite layer: trust nothing the
 		// connection holds. Roll back, close it, and end the session.
@@ -156,6 +176,9 @@ func (s *session) abandon() {
 	s.closed = true
 	if !s.c.Autocommit() {
 		_ = s.c.Run("ROLLBACK")
+	}
+	if s.hasTurn {
+		s.releaseTurn()
 	}
 	s.c.Close()
 	s.db.sessMu.Lock()

@@ -97,6 +97,9 @@ type Options struct {
 	// WriteStallTimeout bounds a committed sync write's wait for its upload
 	// while Stall says the store is stalled [DefaultWriteStallTimeout].
 	WriteStallTimeout time.Duration
+	// Turn, if set, orders the write groups with the database's interactive
+	// sessions that write: each group takes it for its transaction.
+	Turn *Turn
 }
 
 // ErrClosed answers a Submit made after Close began.

@@ -1,6 +1,7 @@
 package groupcommit
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
@@ -199,6 +200,10 @@ func (c *Committer) runGroup(reqs []*writeReq) {
 // interrupted statement does that).
 func (c *Committer) tryGroup(live []*writeReq, safe bool) (restart []*writeReq, ok bool) {
 	w := c.opts.Writer
+	if t := c.opts.Turn; t != nil {
+		_ = t.Acquire(context.Background(), nil) // no deadline: a holder runs a statement or is revoked
+		defer t.Release()
+	}
 	if err := c.txControl("BEGIN IMMEDIATE"); err != nil {
 		for _, r := range live {
 			finish(r, 0, c.unavailable("cannot start a write transaction: "+err.Error()+"; retry"))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -50,7 +51,7 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	}
 	released := false
 	defer h.endOnPanic(w, s, &released)
-	x, cancel := h.streams.NewExecution(r.Context(), s)
+	x, cancel := h.streams.NewExecution(stream.WithClient(r.Context(), r.RemoteAddr), s)
 	defer cancel()
 	entries := x.Cursor(body.Batch)
 	baton := h.streams.Release(s)

@@ -47,6 +47,16 @@ type Config struct {
 	// open at once (the database's own budget bounds them per database).
 	// Default 16.
 	MaxSessionsPerToken int
+	// MaxPinnedDatabases bounds the databases one token (or client address)
+	// holds sessions on at once. Default 8.
+	MaxPinnedDatabases int
+	// MaxPipelineStatements bounds the requests of one HTTP pipeline
+	// [DefaultMaxPipelineStatements].
+	MaxPipelineStatements int
+	// MaxConcurrentLongPipelines bounds the pipelines of more than 100
+	// statements running at once across the server (lane.go) [half the
+	// CPUs, at least 1].
+	MaxConcurrentLongPipelines int
 	// RequestTimeout bounds one HTTP request: every statement of its batches
 	// and pipeline, including the time it holds the writer. Past it the
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
@@ -78,6 +88,7 @@ type Handler struct {
 	log     *slog.Logger
 	streams *stream.Registry
 	ws      *ws.Server
+	long    chan struct{} // slots of the long-pipeline lane (lane.go)
 
 	closeOnce sync.Once
 }
@@ -106,9 +117,11 @@ func NewHandler(cfg Config) *Handler {
 		MaxStreamsPerDatabase: cfg.MaxStreamsPerDatabase,
 		MaxStreams:            cfg.MaxStreams,
 		MaxSessionsPerToken:   cfg.MaxSessionsPerToken,
+		MaxPinnedDatabases:    cfg.MaxPinnedDatabases,
 		RequestTimeout:        cfg.RequestTimeout,
 	})
 	return &Handler{
+		long:    newLongLane(cfg.MaxConcurrentLongPipelines),
 		cfg:     cfg,
 		log:     log,
 		streams: streams,

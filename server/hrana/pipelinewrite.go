@@ -25,13 +25,9 @@ func writePipeline(w http.ResponseWriter, resp *proto.PipelineResponse, bm dbhos
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(data)
-	// Written: nothing refers to the buffers any more (a keyed write stored
-	// its own copy of the answer when it committed).
+	// Written: nothing refers to the buffer any more (a keyed write stored
+	// its own copy of the answer when it committed). Each statement's rows
+	// are in a slice of their own size (RowsEncoder.Detach), left to the
+	// collector.
 	jsonstr.PutBuffer(data)
-	for _, r := range resp.Results {
-		if ex, ok := r.Response.(proto.ExecuteResponse); ok && ex.Result != nil {
-			jsonstr.PutBuffer(ex.Result.RowsJSON)
-			ex.Result.RowsJSON = nil
-		}
-	}
 }

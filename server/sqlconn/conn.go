@@ -87,6 +87,7 @@ func newConn(c *sqlite.Conn, role Role, timeout time.Duration, pragmas ...string
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 	}
+	applyLimits(c)
 	g := &guard{shared: role == SharedWriter || role == SharedReader, readOnly: role.readOnly(), noTx: role == SharedWriter}
 	if err := c.SetAuthorizer(g); err != nil {
 		sqliteconn.Close(c)

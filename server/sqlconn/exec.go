@@ -32,6 +32,9 @@ func (c *Handle) Exec(ctx context.Context, st Stmt) (res Result, err error) {
 			res, err = Result{}, panicError(p)
 		}
 		fired := c.intr.disarm() == interruptedByDeadline
+		if cap(c.row.scratch) > scratchKeep {
+			c.row.scratch = nil // a huge value's buffer goes back to the collector
+		}
 		err = c.sqlError(err, fired)
 	}()
 	return c.exec(st)

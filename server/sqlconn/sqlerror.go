@@ -52,6 +52,9 @@ func sqlErrorWhy(err error, timedOut bool, why string) error {
 		return dberr.New(dberr.CodeForbidden,
 			msg+" (ATTACH, DETACH, VACUUM INTO, load_extension and pragmas outside the safe list are refused)")
 	}
+	if code == sqlite.ResultTooBig {
+		msg = tooBigMessage(msg)
+	}
 	name := code.String()
 	if !strings.HasPrefix(name, dberr.CodeSQLitePrefix) {
 		name = dberr.CodeSQLiteError

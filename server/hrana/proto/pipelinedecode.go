@@ -17,18 +17,43 @@ import (
 // words every error. The scanner never accepts what encoding/json would decode
 // differently: a test compares the two on generated and mutated bodies.
 func DecodePipelineRequest(data []byte, into *PipelineRequest) error {
+	_, err := DecodePipelineRequestAtMost(data, into, 0)
+	return err
+}
+
+// DecodePipelineRequestAtMost is DecodePipelineRequest that gives up as soon
+// as the scanner has read more than max requests (max > 0), reporting
+// tooMany: a body of a hundred thousand tiny statements bound to be refused
+// is not turned into a hundred thousand structures first. A body the
+// scanner does not read is decoded whole (the caller counts).
+func DecodePipelineRequestAtMost(data []byte, into *PipelineRequest, max int) (tooMany bool, err error) {
 	var fast PipelineRequest
-	if (&pipelineScanner{jsonscan.Scanner{B: data}}).request(&fast) {
+	s := &pipelineScanner{Scanner: jsonscan.Scanner{B: data}, max: max}
+	if s.request(&fast) {
 		*into = fast
-		return nil
+		return false, nil
 	}
-	return json.Unmarshal(data, into)
+	if s.tooMany {
+		return true, nil
+	}
+	return false, json.Unmarshal(data, into)
 }
 
 // pipelineScanner reads one body; every method returns false as soon as the
 // input leaves the shape it knows, and the caller falls back.
 type pipelineScanner struct {
 	jsonscan.Scanner
+	max, n  int  // requests allowed (0: any) and read
+	tooMany bool // stopped at more than max requests
+}
+
+// countedRequest reads one request of "requests", stopping past max.
+func (s *pipelineScanner) countedRequest(r *StreamRequest) bool {
+	if s.n++; s.max > 0 && s.n > s.max {
+		s.tooMany = true
+		return false
+	}
+	return s.streamRequest(r)
 }
 
 // str reads a string (see jsonscan.Scanner.String for what it refuses).
@@ -114,7 +139,7 @@ func (s *pipelineScanner) request(p *PipelineRequest) bool {
 		case "baton":
 			return s.optString(&p.Baton)
 		case "requests":
-			return scanArray(s, &p.Requests, s.streamRequest)
+			return scanArray(s, &p.Requests, s.countedRequest)
 		}
 		return false
 	})

@@ -43,7 +43,7 @@ var pipelineBodies = []string{
 // must accept it too and produce the same request.
 func agrees(t testing.TB, body []byte) (scanned bool) {
 	var fast PipelineRequest
-	if !(&pipelineScanner{jsonscan.Scanner{B: body}}).request(&fast) {
+	if !(&pipelineScanner{Scanner: jsonscan.Scanner{B: body}}).request(&fast) {
 		return false
 	}
 	var slow PipelineRequest
@@ -116,4 +116,17 @@ func FuzzPipelineScanner(f *testing.F) {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { agrees(t, body) })
+}
+
+// A body with more requests than the caller allows is given up as soon as
+// the scanner passes the limit; one at the limit decodes as before.
+func TestDecodeStopsPastMaxRequests(t *testing.T) {
+	body := []byte(`{"baton":null,"requests":[{"type":"execute","stmt":{"sql":"SELECT 1"}},{"type":"execute","stmt":{"sql":"SELECT 2"}},{"type":"close"}]}`)
+	var p PipelineRequest
+	if tooMany, err := DecodePipelineRequestAtMost(body, &p, 2); !tooMany || err != nil || len(p.Requests) != 0 {
+		t.Fatalf("3 requests, at most 2: tooMany %v, err %v, %d decoded", tooMany, err, len(p.Requests))
+	}
+	if tooMany, err := DecodePipelineRequestAtMost(body, &p, 3); tooMany || err != nil || len(p.Requests) != 3 {
+		t.Fatalf("3 requests, at most 3: tooMany %v, err %v, %d decoded", tooMany, err, len(p.Requests))
+	}
 }

@@ -252,13 +252,18 @@ func (x *Execution) openSession() *proto.Error {
 		return &proto.Error{Code: "SESSION_LIMIT", Message: fmt.Sprintf(
 			"this token already holds %d open interactive transactions (the limit per token); commit or roll back one of them, then retry", r.cfg.MaxSessionsPerToken)}
 	}
+	key, dbName := pinKey(x.ctx, owner), x.s.db.Name()
+	if e := r.pin(key, dbName); e != nil {
+		r.mu.Unlock()
+		return e
+	}
 	r.sessions[owner]++
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(x.ctx, x.r.cfg.TxTimeout)
 	defer cancel()
 	sess, err := x.s.db.Session(ctx)
 	if err != nil {
-		r.releaseSessionSlot(owner)
+		r.releaseSessionSlot(owner, key, dbName)
 		x.noteNeedsWriter(err)
 		if ctx.Err() != nil && x.ctx.Err() == nil {
 			return &proto.Error{Code: "SQLITE_BUSY", Message: fmt.Sprintf(
@@ -266,7 +271,7 @@ func (x *Execution) openSession() *proto.Error {
 		}
 		return ToError(err, x.s.db.Name())
 	}
-	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, r: r, owner: owner}, time.Time{}, false
+	x.s.sess, x.s.txStart, x.s.readOnlyTx = &countedSession{Session: sess, r: r, owner: owner, key: key, db: dbName}, time.Time{}, false
 	return nil
 }
 
@@ -274,19 +279,21 @@ func (x *Execution) openSession() *proto.Error {
 // way a stream's session ends goes through Close.
 type countedSession struct {
 	dbhost.Session
-	r     *Registry
-	owner string
-	once  sync.Once
+	r       *Registry
+	owner   string
+	key, db string // what it counts against (pins.go)
+	once    sync.Once
 }
 
 func (c *countedSession) Close(ctx context.Context) (dbhost.Bookmark, error) {
 	bm, err := c.Session.Close(ctx)
-	c.once.Do(func() { c.r.releaseSessionSlot(c.owner) })
+	c.once.Do(func() { c.r.releaseSessionSlot(c.owner, c.key, c.db) })
 	return bm, err
 }
 
-func (r *Registry) releaseSessionSlot(owner string) {
+func (r *Registry) releaseSessionSlot(owner, key, db string) {
 	r.mu.Lock()
+	r.unpin(key, db)
 	if r.sessions[owner]--; r.sessions[owner] <= 0 {
 		delete(r.sessions, owner)
 	}

@@ -32,6 +32,10 @@ type Config struct {
 	// open at once (the database's own budget bounds them per database).
 	// Default 16.
 	MaxSessionsPerToken int
+	// MaxPinnedDatabases bounds the databases one token (or, without
+	// authentication, one client address) holds sessions on at once: each
+	// keeps its database open (pins.go). Default 8.
+	MaxPinnedDatabases int
 	// RequestTimeout bounds one request's execution: every statement of its
 	// batches, including the time it holds the writer. Past it the request's
 	// work is rolled back and it is answered REQUEST_TIMEOUT. Default 10 s.
@@ -49,6 +53,7 @@ const (
 	defaultMaxStreamsPerDatabase = 5000
 	defaultMaxStreams            = 20000
 	defaultMaxSessionsPerToken   = 16
+	defaultMaxPinnedDatabases    = 8
 	defaultRequestTimeout        = 10 * time.Second
 )
 
@@ -62,10 +67,11 @@ type Registry struct {
 
 	mu       sync.Mutex
 	streams  map[streamID]*Stream
-	perOwner map[string]int // counted streams by owner
-	perDB    map[string]int // counted streams by database
-	total    int            // counted streams
-	sessions map[string]int // interactive sessions by owner
+	perOwner map[string]int            // counted streams by owner
+	perDB    map[string]int            // counted streams by database
+	total    int                       // counted streams
+	sessions map[string]int            // interactive sessions by owner
+	pins     map[string]map[string]int // sessions by client, then database (pins.go)
 	closed   bool
 
 	stop      chan struct{}
@@ -85,6 +91,7 @@ func NewRegistry(cfg Config) *Registry {
 	cfg.MaxStreamsPerDatabase = orDefault(cfg.MaxStreamsPerDatabase, defaultMaxStreamsPerDatabase)
 	cfg.MaxStreams = orDefault(cfg.MaxStreams, defaultMaxStreams)
 	cfg.MaxSessionsPerToken = orDefault(cfg.MaxSessionsPerToken, defaultMaxSessionsPerToken)
+	cfg.MaxPinnedDatabases = orDefault(cfg.MaxPinnedDatabases, defaultMaxPinnedDatabases)
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
 	}
@@ -107,6 +114,7 @@ func NewRegistry(cfg Config) *Registry {
 		perOwner:  map[string]int{},
 		perDB:     map[string]int{},
 		sessions:  map[string]int{},
+		pins:      map[string]map[string]int{},
 		stop:      make(chan struct{}),
 		reaperOut: make(chan struct{}),
 	}

@@ -72,7 +72,7 @@ func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 			rc.rerun = err
 		case rc.onReader && errors.Is(err, dberr.ErrReadOnly):
 			rc.rerun = dbhost.ErrWriteNeeded
-		case !rc.pooled && errors.Is(err, dberr.ErrInternal):
+		case !rc.pooled && (errors.Is(err, dberr.ErrInternal) || errors.Is(err, dbhost.ErrSessionEnded)):
 			rc.broken = ToError(err, "")
 		}
 		out.errs[i] = ToError(err, "")
@@ -180,7 +180,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error
 	}
 	out := toStmtResult(res, stmt.WantRows)
 	if rows != nil { // a Conn that does not stream filled Rows instead
-		if enc, streamed := rows.Encoded(); streamed {
+		if enc, streamed := rows.Detach(); streamed {
 			out.RowsJSON = enc
 		}
 	}

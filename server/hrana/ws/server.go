@@ -123,7 +123,7 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request, authorize Authori
 		return nil
 	}
 	ws.SetReadLimit(s.cfg.MaxMessageBytes)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx, cancel := context.WithCancel(stream.WithClient(context.WithoutCancel(r.Context()), r.RemoteAddr)) // the client, for its pinned databases
 	c := &conn{
 		srv: s, ws: ws, version: version, protobuf: protobuf, authorize: authorize,
 		ctx: ctx, cancel: cancel, streams: map[int32]*connStream{}, sqls: map[int32]string{},
