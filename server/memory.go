@@ -1,6 +1,7 @@
 package server
 
 import (
+	"runtime"
 	"runtime/metrics"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
@@ -23,6 +24,9 @@ func registerMemoryMetrics(r *sluicemetrics.Registry) {
 		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 		metrics.Read(s)
 		return []sluicemetrics.Sample{{Value: float64(s[0].Value.Uint64() - s[1].Value.Uint64())}}
+	})
+	r.GaugeFunc("sluice_go_goroutines", "Goroutines alive (one or more per open connection, stream and database).", nil, func() []sluicemetrics.Sample {
+		return []sluicemetrics.Sample{{Value: float64(runtime.NumGoroutine())}}
 	})
 	r.GaugeFunc("sluice_sqlite_memory_bytes", "Bytes SQLite holds allocated (page caches, statements, schemas) over every database.", nil, func() []sluicemetrics.Sample {
 		return []sluicemetrics.Sample{{Value: float64(sqliteconn.MemoryUsed())}}
