@@ -30,7 +30,11 @@ func runHostile(t *testing.T, args []string, attacks ...hostile.Attack) []hostil
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	s, err := hostile.Start(ctx, hostile.Options{Binary: sluiceBin, Dir: t.TempDir(), Args: args})
+	bin := sluiceBin
+	if b := os.Getenv("SLUICE_HOSTILE_BIN"); b != "" {
+		bin = b // another build, for a before-and-after comparison
+	}
+	s, err := hostile.Start(ctx, hostile.Options{Binary: bin, Dir: t.TempDir(), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,8 @@ type Limits struct {
 	// heap limit; default 64 MiB, negative: none). Reads past it come from
 	// the operating system's file cache.
 	SQLiteMemory units.Size `yaml:"sqlite-memory"`
+	// Connections, answers, bodies, databases per token (limits_http.go).
+	HTTPLimits `yaml:",inline"`
 }
 
 // Group tunes group commit.

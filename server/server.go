@@ -69,6 +69,9 @@ type Server struct {
 
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
+
+	lim    HTTPLimits // with defaults filled in (limits_http.go)
+	quotas *dbQuotas
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -113,7 +116,10 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if !a.Required() && !cfg.AllowUnauthenticatedRemote && !IsLoopback(cfg.Listen) {
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
-	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert}
+	if err := cfg.Limits.HTTPLimits.check(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert, lim: cfg.Limits.HTTPLimits.withDefaults()}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket
@@ -124,6 +130,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		}
 		return s.host.Stats()
 	}, s.watch)
+	s.metrics.reg.BoundLabel("db", s.lim.MetricsDatabases, "_other")
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
@@ -182,7 +189,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	})
 	s.registerFollowerMetrics()
 	s.forward = s.newForwarder()
-	s.handler = s.routes()
+	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
+	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }
 
@@ -260,6 +268,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.advertise(ln)
+	ln = newCapListener(ln, s.lim.MaxConnections, s.cert != nil)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go s.watch.Run(watchCtx)

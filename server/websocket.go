@@ -73,7 +73,11 @@ func (s *Server) webSocketAuthorizer(r *http.Request, name string) ws.Authorizer
 		}
 		readOnly := !p.CanWrite(name)
 		return &ws.Grant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
-			db, err := s.host.Get(ctx, name)
+			get := s.host.Get
+			if readOnly {
+				get = s.host.GetExisting // creating a database is a write
+			}
+			db, err := get(ctx, name)
 			if err != nil {
 				return nil, err
 			}
