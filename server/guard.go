@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/ws"
 )
@@ -79,7 +80,8 @@ func (s *Server) guardHTTP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		g := &guardWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: time.Duration(lim.WriteTimeout)}
+		g := &guardWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: time.Duration(lim.WriteTimeout),
+			r: r, max: int64(lim.MaxResponseBytes)}
 		if lim.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			// Only while the body is read: once it ended, the connection's
 			// read side watches for the client going away and must not time out.
@@ -96,26 +98,44 @@ func (s *Server) guardHTTP(next http.Handler) http.Handler {
 type guardWriter struct {
 	http.ResponseWriter
 	rc       *http.ResponseController
+	r        *http.Request
 	timeout  time.Duration
 	timedOut bool
 	wrote    bool
+	// max caps an answer that declares its length (Hrana's pipelines, the
+	// JSON API's answers; the JSON API also stops building one past it):
+	// a larger one is replaced by SQLITE_TOOBIG naming the limit, and
+	// dropped rather than held for a client that may never read it.
+	max      int64
+	tooLarge bool
 }
 
 const writePiece = 64 << 10
 
 func (g *guardWriter) WriteHeader(code int) {
-	if g.timedOut {
+	if g.timedOut || g.tooLarge || g.wrote {
 		return
 	}
 	g.wrote = true
+	if g.max > 0 && code < 300 {
+		if n, err := strconv.ParseInt(g.Header().Get("Content-Length"), 10, 64); err == nil && n > g.max {
+			g.tooLarge = true
+			g.Header().Del("Content-Length")
+			writeError(g.ResponseWriter, g.r, dberr.New(dberr.CodeTooBig, "the answer is "+units.FormatSize(n)+
+				", larger than the server's limit of "+units.FormatSize(g.max)+" (limits.max-response-bytes): select fewer rows or columns, or page with LIMIT"))
+			return
+		}
+	}
 	g.ResponseWriter.WriteHeader(code)
 }
 
 func (g *guardWriter) Write(b []byte) (int, error) {
-	if g.timedOut {
+	if !g.wrote {
+		g.WriteHeader(http.StatusOK)
+	}
+	if g.timedOut || g.tooLarge {
 		return len(b), nil
 	}
-	g.wrote = true
 	if g.timeout <= 0 {
 		return g.ResponseWriter.Write(b)
 	}

@@ -16,7 +16,8 @@ type HTTPLimits struct {
 	// one more is answered 503 and closed (default 1024).
 	MaxConnections int `yaml:"max-connections"`
 	// MaxResponseBytes caps one answer (the JSON API's and Hrana's): a
-	// larger one is refused as RESPONSE_TOO_LARGE (default 16 MiB).
+	// larger one is refused as SQLITE_TOOBIG (default 8 MiB, or
+	// max-body-bytes when that is larger).
 	MaxResponseBytes units.Size `yaml:"max-response-bytes"`
 	// BodyReadTimeout: a request body must arrive whole within this long
 	// (408 otherwise; default 30s).
@@ -38,7 +39,7 @@ type HTTPLimits struct {
 // client misbehaves.
 const (
 	DefaultMaxConnections       = 1024
-	DefaultMaxResponseBytes     = 16 << 20
+	DefaultMaxResponseBytes     = 8 << 20
 	DefaultBodyReadTimeout      = 30 * time.Second
 	DefaultWriteTimeout         = 30 * time.Second
 	DefaultMaxDatabases         = 10000

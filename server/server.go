@@ -120,6 +120,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert, lim: cfg.Limits.HTTPLimits.withDefaults()}
+	if cfg.Limits.MaxResponseBytes == 0 && s.lim.MaxResponseBytes < cfg.Limits.MaxBodyBytes {
+		s.lim.MaxResponseBytes = cfg.Limits.MaxBodyBytes // what a client may send, it may read back
+	}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket

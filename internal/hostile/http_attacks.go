@@ -176,6 +176,49 @@ func NonReadingQuery(clients, rows int, hold time.Duration) Attack {
 	}}
 }
 
+// NonReadingHrana is NonReadingQuery over Hrana: path is /v3/pipeline
+// (one execute) or /v3/cursor (a one-step batch).
+func NonReadingHrana(clients, rows int, hold time.Duration, path string) Attack {
+	return Attack{Name: fmt.Sprintf("%d non-reading clients of a %d-row %s", clients, rows, path), Run: func(ctx context.Context, s *Server, rec *Recorder) error {
+		if code, body, err := s.Request(ctx, http.MethodPut, "/v1/databases/large", AttackerToken, nil); err != nil || code >= 300 && code != http.StatusConflict {
+			return fmt.Errorf("create: %d %s %v", code, body, err)
+		}
+		stmt := map[string]any{"sql": LargeAnswerQuery(rows), "want_rows": true}
+		var req any = map[string]any{"baton": nil, "requests": []any{map[string]any{"type": "execute", "stmt": stmt}, map[string]any{"type": "close"}}}
+		if strings.HasSuffix(path, "cursor") {
+			req = map[string]any{"baton": nil, "batch": map[string]any{"steps": []any{map[string]any{"stmt": stmt}}}}
+		}
+		body, _ := json.Marshal(req)
+		full := "/db/large" + path
+		var open []net.Conn
+		defer func() {
+			for _, c := range open {
+				c.Close()
+			}
+		}()
+		for range clients {
+			c, err := dialSmall(ctx, s.Addr)
+			if err != nil {
+				return err
+			}
+			open = append(open, c)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				full, s.Addr, AttackerToken, len(body), body)
+		}
+		sleep(ctx, hold)
+		code, answer, err := s.Request(ctx, http.MethodPost, full, AttackerToken, body)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			rec.Refused(code, answer, "limits.max-response-bytes")
+		} else {
+			rec.Notef("a reading client got the whole answer (%d)", code)
+		}
+		return nil
+	}}
+}
+
 // SlowBodies: conns connections each send a request whose chunked body
 // never ends (one byte a second), half without credentials. Those without
 // must be refused 401 at once; those with, once the body has taken longer

@@ -62,6 +62,8 @@ func runBenchHostile(ctx context.Context, args []string) error {
 		hostile.RefusedNames(*names),
 		hostile.NonReadingMetrics(16, *hold),
 		hostile.NonReadingQuery(*readers, *rows, *hold),
+		hostile.NonReadingHrana(*readers, *rows, *hold, "/v3/pipeline"),
+		hostile.NonReadingHrana(*readers/2, *rows, *hold, "/v3/cursor"),
 		hostile.SlowBodies(*slow, 2*time.Minute),
 		hostile.FutureJWT(),
 		hostile.ReadOnlyPipeline(),
