@@ -13,7 +13,7 @@ import (
 func serveLimitFlags(fs *flag.FlagSet) func(name string, cfg *server.Config) bool {
 	maxConns := fs.Int("max-connections", 0, "client connections open at once, WebSockets included; one more is answered 503 (0: the default, 1024; negative: no limit)")
 	var maxResp units.Size
-	fs.Var(&maxResp, "max-response-size", "largest answer of one request (JSON API); a larger one is refused as SQLITE_TOOBIG (e.g. 8MiB, the default, or -max-body-size when larger; negative: no limit)")
+	fs.Var(&maxResp, "max-response-size", "largest answer of one request (JSON API, Hrana); a larger one is refused as SQLITE_TOOBIG naming limits.max-response-bytes (default 8MiB, or -max-body-size when larger)")
 	bodyTimeout := fs.Duration("body-read-timeout", 0, "a request body must arrive whole within this long, else 408 (0: the default, 30s; negative: none)")
 	writeTimeout := fs.Duration("write-timeout", 0, "drop a connection whose client takes no 64 KiB of an answer for this long (0: the default, 30s; negative: none)")
 	maxDBs := fs.Int("max-databases", 0, "databases this server holds; a create past it is refused 403 (0: the default, 10000; negative: no limit)")
