@@ -125,7 +125,7 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			refuseBody(w, r)
-			writeError(w, r, dberr.New(dberr.CodeTooLarge, "request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is over the server's limit of "+strconv.FormatInt(limit, 10)))
+			writeError(w, r, dberr.New(dberr.CodeTooLarge, "request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is over the server's limit of "+strconv.FormatInt(limit, 10)+" (limits.max-body-bytes)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)

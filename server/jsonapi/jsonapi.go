@@ -254,7 +254,7 @@ func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 	if err := dec.Decode(&q); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
+			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes (limits.max-body-bytes)", mbe.Limit))
 		}
 		return nil, badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 	}
