@@ -30,6 +30,10 @@ type HTTPLimits struct {
 	// (default 1000). Negative: no limit.
 	MaxDatabases         int `yaml:"max-databases"`
 	MaxDatabasesPerToken int `yaml:"max-databases-per-token"`
+	// MaxWebSocketsPerToken: WebSocket connections one credential (without
+	// credentials: one client address) holds at once; the next hello is
+	// refused naming the limit (default 64).
+	MaxWebSocketsPerToken int `yaml:"max-websockets-per-token"`
 	// MetricsDatabases: databases with series of their own on /metrics;
 	// the others are aggregated under db="_other" (default 256).
 	MetricsDatabases int `yaml:"metrics-databases"`
@@ -45,6 +49,7 @@ const (
 	DefaultMaxDatabases         = 10000
 	DefaultMaxDatabasesPerToken = 1000
 	DefaultMetricsDatabases     = 256
+	DefaultMaxWebSocketsPerTok  = 64
 )
 
 // httpLimits is l with every default filled in; a negative count or
@@ -70,6 +75,7 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	intDef(&l.MaxDatabases, DefaultMaxDatabases)
 	intDef(&l.MaxDatabasesPerToken, DefaultMaxDatabasesPerToken)
 	intDef(&l.MetricsDatabases, DefaultMetricsDatabases)
+	intDef(&l.MaxWebSocketsPerToken, DefaultMaxWebSocketsPerTok)
 	durDef(&l.BodyReadTimeout, DefaultBodyReadTimeout)
 	durDef(&l.WriteTimeout, DefaultWriteTimeout)
 	switch {

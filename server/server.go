@@ -70,8 +70,9 @@ type Server struct {
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
 
-	lim    HTTPLimits // with defaults filled in (limits_http.go)
-	quotas *dbQuotas
+	lim     HTTPLimits // with defaults filled in (limits_http.go)
+	quotas  *dbQuotas
+	wsConns *wsCounts
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -193,6 +194,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.registerFollowerMetrics()
 	s.forward = s.newForwarder()
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
+	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
 	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }

@@ -18,6 +18,7 @@ func serveLimitFlags(fs *flag.FlagSet) func(name string, cfg *server.Config) boo
 	writeTimeout := fs.Duration("write-timeout", 0, "drop a connection whose client takes no 64 KiB of an answer for this long (0: the default, 30s; negative: none)")
 	maxDBs := fs.Int("max-databases", 0, "databases this server holds; a create past it is refused 403 (0: the default, 10000; negative: no limit)")
 	perToken := fs.Int("max-databases-per-token", 0, "databases one token (or JWT subject) may create (0: the default, 1000; negative: no limit)")
+	wsPerToken := fs.Int("max-websockets-per-token", 0, "WebSocket connections one token (without tokens: one client address) holds at once (0: the default, 64; negative: no limit)")
 	metricsDBs := fs.Int("metrics-databases", 0, "databases with series of their own on /metrics; the rest are summed under db=\"_other\" (0: the default, 256)")
 	return func(name string, cfg *server.Config) bool {
 		l := &cfg.Limits.HTTPLimits
@@ -34,6 +35,8 @@ func serveLimitFlags(fs *flag.FlagSet) func(name string, cfg *server.Config) boo
 			l.MaxDatabases = *maxDBs
 		case "max-databases-per-token":
 			l.MaxDatabasesPerToken = *perToken
+		case "max-websockets-per-token":
+			l.MaxWebSocketsPerToken = *wsPerToken
 		case "metrics-databases":
 			l.MetricsDatabases = *metricsDBs
 		default:
