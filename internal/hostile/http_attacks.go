@@ -437,3 +437,12 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// Idle is no attack: the canary alone for d, the machine's own noise
+// floor to read the other rows against.
+func Idle(d time.Duration) Attack {
+	return Attack{Name: "no attack (control)", Run: func(ctx context.Context, s *Server, rec *Recorder) error {
+		sleep(ctx, d)
+		return nil
+	}}
+}
