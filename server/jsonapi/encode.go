@@ -1,6 +1,7 @@
 package jsonapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -23,6 +24,8 @@ type resultsEncoder struct {
 	max    int
 	cancel func()
 	tooBig error
+	ctx    context.Context // the statements' (waiting for a large-answer turn)
+	big    bool            // holds a large-answer turn (largeTurns)
 
 	buf     []byte
 	stmt    int  // where the current statement's result starts
@@ -36,7 +39,10 @@ func getEncoder() *resultsEncoder {
 	return e
 }
 
-func putEncoder(e *resultsEncoder) { jsonstr.PutBuffer(e.buf) }
+func putEncoder(e *resultsEncoder) {
+	e.endLarge()
+	jsonstr.PutBuffer(e.buf)
+}
 
 func (e *resultsEncoder) reset() {
 	e.buf = append(e.buf[:0], `{"results":[`...)
@@ -106,6 +112,9 @@ func (e *resultsEncoder) Row(r *sqlconn.Row) {
 	}
 	e.buf = append(b, ']')
 	e.rows++
+	if !e.big && len(e.buf) > largeAnswer {
+		e.beginLarge()
+	}
 }
 
 // rowsOf appends rows already read into Values.
@@ -155,6 +164,7 @@ func (e *resultsEncoder) end(res sqlconn.Result) {
 // send closes the answer with the bookmark and writes it in one piece (a
 // Content-Length, not chunks).
 func (e *resultsEncoder) send(w http.ResponseWriter, bm dbhost.Bookmark) {
+	e.endLarge() // built: writing it costs the CPU little
 	if e.full() {
 		WriteError(w, e.tooBig)
 		return

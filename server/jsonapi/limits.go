@@ -3,6 +3,7 @@ package jsonapi
 import (
 	"context"
 	"net/http"
+	"runtime"
 
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
@@ -28,5 +29,33 @@ func (a *API) opener(r *http.Request) func(context.Context, string) (dbhost.Data
 			return h.GetExisting(ctx, name)
 		}
 		return a.host.Get(ctx, name)
+	}
+}
+
+// largeAnswer is the size past which an answer being built takes a turn of
+// largeTurns: encoding rows is CPU work, and a few clients asking for
+// megabytes at once would otherwise take every core from the short
+// requests of everyone else. The turn is kept until the answer is built.
+const largeAnswer = 1 << 20
+
+// largeTurns lets half the CPUs (at least one) build large answers at once.
+var largeTurns = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
+func (e *resultsEncoder) beginLarge() {
+	ctx := e.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case largeTurns <- struct{}{}:
+		e.big = true
+	case <-ctx.Done(): // the statement is being stopped anyway
+	}
+}
+
+func (e *resultsEncoder) endLarge() {
+	if e.big {
+		e.big = false
+		<-largeTurns
 	}
 }

@@ -50,7 +50,7 @@ func (q *request) bounded() (context.Context, context.CancelFunc) {
 func (q *request) runAll(c sqlconn.Conn, onReader bool) error {
 	ctx, cancel := q.bounded()
 	defer cancel()
-	q.enc.cancel = cancel // an answer past its cap stops the statement
+	q.enc.cancel, q.enc.ctx = cancel, ctx // an answer past its cap stops the statement
 	if !onReader {
 		return q.run(ctx, c, 0, len(q.stmts), false)
 	}
