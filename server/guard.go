@@ -82,6 +82,11 @@ func (s *Server) guardHTTP(next http.Handler) http.Handler {
 		}
 		g := &guardWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: time.Duration(lim.WriteTimeout),
 			r: r, max: int64(lim.MaxResponseBytes)}
+		if g.timeout > 0 {
+			// The previous answer on this connection left its deadline;
+			// this request's clock starts at its first write.
+			g.rc.SetWriteDeadline(time.Time{})
+		}
 		if lim.BodyReadTimeout > 0 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			// Only while the body is read: once it ended, the connection's
 			// read side watches for the client going away and must not time out.

@@ -257,3 +257,26 @@ func TestDatabasesPerTokenAndPerServer(t *testing.T) {
 		t.Fatalf("sixth database of the server: %d %s", r.status, r.body)
 	}
 }
+
+// A keep-alive connection idle for longer than the write timeout still
+// gets its next answer: the timeout counts only while an answer is written.
+func TestWriteTimeoutSpansOneAnswer(t *testing.T) {
+	_, base := serveReal(t, func(c *Config) { c.Limits.WriteTimeout = Duration(300 * time.Millisecond) })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	expect(t, do(t, "PUT", base+"/v1/databases/ka", "limits-rw-token", ""), http.StatusCreated)
+	for i := range 3 {
+		req, _ := http.NewRequest("POST", base+"/v1/databases/ka/query", strings.NewReader(`{"sql":"SELECT 1"}`))
+		req.Header.Set("Authorization", "Bearer limits-rw-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d on a connection idle past the write timeout: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+		time.Sleep(600 * time.Millisecond)
+	}
+}
