@@ -52,6 +52,9 @@ func runHostile(t *testing.T, args []string, attacks ...hostile.Attack) []hostil
 	}
 	defer c.Stop()
 	time.Sleep(500 * time.Millisecond) // the canary's connection is part of the baseline
+	// The machine's own noise, logged to read failures against, not judged.
+	control := hostile.Run(ctx, s, c, hostile.Idle(3*time.Second), hostileBudget())
+	t.Logf("control, no attack: canary %s", control.Canary)
 	var results []hostile.Result
 	for _, a := range attacks {
 		r := hostile.Run(ctx, s, c, a, hostileBudget())
