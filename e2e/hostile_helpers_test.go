@@ -30,7 +30,11 @@ func runHostile(t *testing.T, args []string, attacks ...hostile.Attack) []hostil
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	s, err := hostile.Start(ctx, hostile.Options{Binary: sluiceBin, Dir: t.TempDir(), Args: args})
+	bin := sluiceBin
+	if b := os.Getenv("SLUICE_HOSTILE_BIN"); b != "" {
+		bin = b // another build, for a before-and-after comparison
+	}
+	s, err := hostile.Start(ctx, hostile.Options{Binary: bin, Dir: t.TempDir(), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +52,9 @@ func runHostile(t *testing.T, args []string, attacks ...hostile.Attack) []hostil
 	}
 	defer c.Stop()
 	time.Sleep(500 * time.Millisecond) // the canary's connection is part of the baseline
+	// The machine's own noise, logged to read failures against, not judged.
+	control := hostile.Run(ctx, s, c, hostile.Idle(3*time.Second), hostileBudget())
+	t.Logf("control, no attack: canary %s", control.Canary)
 	var results []hostile.Result
 	for _, a := range attacks {
 		r := hostile.Run(ctx, s, c, a, hostileBudget())

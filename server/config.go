@@ -91,6 +91,8 @@ type Limits struct {
 	PinnedSessionIdle          Duration   `yaml:"pinned-session-idle"`           // a full server closes sessions idle this long (no transaction), default 1s
 	MaxConcurrentLongPipelines int        `yaml:"max-concurrent-long-pipelines"` // pipelines of more than 100 statements running at once, default half the CPUs
 	MaxPipelineStatements      int        `yaml:"max-pipeline-statements"`       // statements (executes, batch steps) in one Hrana HTTP pipeline, default 10000
+	// Connections, answers, bodies, databases per token (limits_http.go).
+	HTTPLimits `yaml:",inline"`
 }
 
 // Group tunes group commit.

@@ -15,7 +15,13 @@ import (
 // acknowledge them. /health stays 200 while the process runs.
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	st := s.watch.Status()
-	body := map[string]any{"replica": s.store.String()}
+	// Without credentials /ready tells only whether: the replica's URL and
+	// its errors are configuration, for a caller holding a token.
+	detail := s.readyDetail(r)
+	body := map[string]any{}
+	if detail {
+		body["replica"] = s.store.String()
+	}
 	if !st.LastOK.IsZero() {
 		body["last_success_age_seconds"] = time.Since(st.LastOK).Seconds()
 	}
@@ -24,7 +30,9 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	if !st.Ready {
 		code = http.StatusServiceUnavailable
 		body["status"] = "not ready"
-		if st.LastErr != nil {
+		if st.LastErr != nil && !detail {
+			body["error"] = "the replica refused the last upload or probe (send a token for the details)"
+		} else if st.LastErr != nil {
 			body["error"] = st.LastErr.Error()
 		} else {
 			body["error"] = "no upload or probe accepted within the error budget"
@@ -37,7 +45,10 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 			if budget > 0 && f.Behind > budget {
 				code = http.StatusServiceUnavailable
 				body["status"] = "not ready"
-				body["error"] = fmt.Sprintf("follower of %s is %s behind the bucket", f.Name, f.Behind.Round(time.Second))
+				body["error"] = fmt.Sprintf("a follower is %s behind the bucket", f.Behind.Round(time.Second))
+				if detail {
+					body["error"] = fmt.Sprintf("follower of %s is %s behind the bucket", f.Name, f.Behind.Round(time.Second))
+				}
 				break
 			}
 		}
@@ -45,4 +56,15 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	code = s.damageReadiness(code, body)
 	w.Header().Set("Cache-Control", "no-store")
 	httpjson.Write(w, code, body)
+}
+
+// readyDetail reports whether /ready may show configuration: no
+// credentials are configured, or the caller sent a valid one.
+func (s *Server) readyDetail(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	if !s.auth.Required() || s.isMetricsToken(h) {
+		return true
+	}
+	_, err := s.auth.Authenticate(h)
+	return err == nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"net/http"
 	"strconv"
@@ -24,6 +25,7 @@ func (s *Server) routes() http.Handler {
 	handle := func(pattern string, h http.HandlerFunc) { api.Handle(pattern, s.instrument(pattern, h)) }
 
 	j := jsonapi.New(s.host, time.Duration(s.cfg.Limits.RequestTimeout))
+	j.SetMaxResponseBytes(int64(s.lim.MaxResponseBytes))
 	jm := http.NewServeMux()
 	j.Register(jm)
 	handle("GET /v1/databases", jm.ServeHTTP)
@@ -44,7 +46,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /v1/databases/{name}/query", s.perDatabase(jm.ServeHTTP, jsonRead))
 	for _, p := range []string{"PUT /v1/databases/{name}", "GET /v1/databases/{name}",
 		"DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
-		handle(p, s.perDatabase(jm.ServeHTTP, nil))
+		handle(p, s.perDatabase(s.databaseQuota(jm.ServeHTTP), nil))
 	}
 	for _, p := range hranaPaths {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
@@ -63,6 +65,7 @@ func (s *Server) routes() http.Handler {
 	})
 
 	limited := s.limitBody(s.auth.Middleware(api, func(w http.ResponseWriter, r *http.Request, err error) {
+		refuseBody(w, r)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 		writeError(w, r, dberr.New(dberr.CodeUnauthorized, err.Error()))
 	}))
@@ -104,8 +107,13 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// Rendered whole first: the registry's locks are never held while a
+	// scraper reads (or does not).
+	var buf bytes.Buffer
+	s.metrics.reg.WriteFiltered(&buf, keep)
 	w.Header().Set("Content-Type", metrics.ContentType)
-	s.metrics.reg.WriteFiltered(w, keep)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Write(buf.Bytes())
 }
 
 func (s *Server) isMetricsToken(header string) bool {
@@ -120,7 +128,8 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	limit := maxBodyBytes(s.cfg.Limits)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
-			writeError(w, r, dberr.New(dberr.CodeTooLarge, "request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is over the server's limit of "+strconv.FormatInt(limit, 10)))
+			refuseBody(w, r)
+			writeError(w, r, dberr.New(dberr.CodeTooLarge, "request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is over the server's limit of "+strconv.FormatInt(limit, 10)+" (limits.max-body-bytes)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -179,8 +188,8 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 		if strings.Contains(route, "/v") && db == "" && !strings.HasPrefix(route, "GET /v1/databases") && route != "GET /version" {
 			db = hranaDatabaseName(r)
 		}
-		if dbhost.ValidateName(db) != nil {
-			db = "" // keep label cardinality to real database names
+		if db != "" && !s.host.Exists(db) {
+			db = "" // series only for databases that exist: names refused or not found leave nothing
 		}
 		s.metrics.request(route, db, sw.status, time.Since(start))
 		if sw.status >= 500 {
@@ -213,7 +222,11 @@ func (s *Server) serveHrana(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	db, err := s.host.Get(r.Context(), name)
+	get := s.host.Get
+	if readOnly {
+		get = s.host.GetExisting // creating a database is a write
+	}
+	db, err := get(r.Context(), name)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -72,6 +72,10 @@ type Server struct {
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
 	served     atomic.Bool // Serve ran: only then does Close report a shutdown
+
+	lim     HTTPLimits // with defaults filled in (limits_http.go)
+	quotas  *dbQuotas
+	wsConns *wsCounts
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -116,7 +120,13 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if !a.Required() && !cfg.AllowUnauthenticatedRemote && !IsLoopback(cfg.Listen) {
 		return nil, fmt.Errorf("refusing to listen on %s without authentication: configure a token (-token or tokens: in the config) or a JWT key, listen on 127.0.0.1, or pass -allow-unauthenticated-remote", cfg.Listen)
 	}
-	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert}
+	if err := cfg.Limits.HTTPLimits.check(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: logger, version: version, store: store, auth: a, cert: cert, lim: cfg.Limits.HTTPLimits.withDefaults()}
+	if cfg.Limits.MaxResponseBytes == 0 && s.lim.MaxResponseBytes < cfg.Limits.MaxBodyBytes {
+		s.lim.MaxResponseBytes = cfg.Limits.MaxBodyBytes // what a client may send, it may read back
+	}
 	s.watch = watch.New(store, time.Duration(cfg.ReplicaErrorBudget)).SetStallThreshold(time.Duration(cfg.StallThreshold))
 	if cfg.Lease.Follow {
 		s.watch.ReadOnly() // a read replica never writes the bucket
@@ -128,6 +138,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return s.host.Stats()
 	}, s.watch)
 	s.damage = s.newDamage()
+	s.metrics.reg.BoundLabel("db", s.lim.MetricsDatabases, "_other")
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
@@ -197,7 +208,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	})
 	s.registerFollowerMetrics()
 	s.forward = s.newForwarder()
-	s.handler = s.routes()
+	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
+	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
+	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }
 
@@ -277,6 +290,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.advertise(ln)
+	ln = newCapListener(ln, s.lim.MaxConnections, s.cert != nil)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go s.watch.Run(watchCtx)

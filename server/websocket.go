@@ -31,7 +31,9 @@ func (s *Server) webSocketOr(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		s.hrana.ServeWebSocket(w, r, s.webSocketAuthorizer(r, name))
+		slot := &wsSlot{c: s.wsConns}
+		defer slot.release()
+		s.hrana.ServeWebSocket(w, r, s.webSocketAuthorizer(r, name, slot))
 	})
 }
 
@@ -53,7 +55,7 @@ func webSocketDatabase(r *http.Request) (string, bool) {
 // header when the hello has none) as the HTTP routes check a bearer token: a
 // token that may not read the database is refused, a read-only one gets the
 // read-only view.
-func (s *Server) webSocketAuthorizer(r *http.Request, name string) ws.Authorizer {
+func (s *Server) webSocketAuthorizer(r *http.Request, name string, slot *wsSlot) ws.Authorizer {
 	upgradeHeader := r.Header.Get("Authorization")
 	return func(ctx context.Context, jwt string) (*ws.Grant, *proto.Error) {
 		header := upgradeHeader
@@ -71,9 +73,16 @@ func (s *Server) webSocketAuthorizer(r *http.Request, name string) ws.Authorizer
 		if s.auth.Required() {
 			owner = p.Key()
 		}
+		if e := s.wsConns.take(slot, wsKey(owner, r)); e != nil {
+			return nil, e
+		}
 		readOnly := !p.CanWrite(name)
 		return &ws.Grant{Owner: owner, Expires: p.Expires, Open: func(ctx context.Context) (dbhost.Database, error) {
-			db, err := s.host.Get(ctx, name)
+			get := s.host.Get
+			if readOnly {
+				get = s.host.GetExisting // creating a database is a write
+			}
+			db, err := get(ctx, name)
 			if err != nil {
 				return nil, err
 			}

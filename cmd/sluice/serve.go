@@ -87,6 +87,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	fs.Var(&maxBody, "max-body-size", "largest request body (e.g. 8MiB; default 8MiB)")
 	commitWindow := fs.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)")
 	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
+	setLimit := serveLimitFlags(fs)
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
 	verbose := fs.Bool("v", false, "debug logging")
 	applyIsolation := isolationFlags(fs)
@@ -151,6 +152,8 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Group.CommitWindow = server.Duration(*commitWindow)
 			case "max-concurrent-uploads":
 				cfg.Limits.MaxConcurrentUploads = *maxUploads
+			default:
+				setLimit(f.Name, &cfg)
 			}
 		})
 		applyIsolation(&cfg)

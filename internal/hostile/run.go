@@ -174,6 +174,9 @@ func Run(ctx context.Context, s *Server, c *Canary, a Attack, b Budget) Result {
 	start := time.Now()
 	res.Err = a.Run(ctx, s, rec)
 	res.Took = time.Since(start)
+	// A quick attack still gets a window of a second: the canary's answers
+	// right after it count (its effects may outlast it).
+	sleep(ctx, time.Second-res.Took)
 	res.Canary = c.Window()
 	close(stopSampling)
 	<-sampled

@@ -113,8 +113,10 @@ tokens:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
+	// Databases an attack opened close after 5 s idle, so that descriptors
+	// and goroutines can be judged back at their baseline soon after.
 	args := append([]string{"serve", "-addr", addr, "-data", filepath.Join(o.Dir, "data"),
-		"-replica", "file://" + filepath.Join(o.Dir, "replica"), "-config", cfgPath}, o.Args...)
+		"-replica", "file://" + filepath.Join(o.Dir, "replica"), "-config", cfgPath, "-database-idle-timeout", "5s"}, o.Args...)
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	out := &lockedBuffer{}

@@ -98,6 +98,10 @@ type Config struct {
 	JWTAllowNoExp bool
 }
 
+// JWTClockSkew is how far in the future a JWT's iat may be: the issuer's
+// clock may run a little ahead of the server's.
+const JWTClockSkew = time.Minute
+
 // DefaultJWTMaxLifetime bounds how long a leaked JWT stays usable.
 const DefaultJWTMaxLifetime = 7 * 24 * time.Hour
 
@@ -205,13 +209,20 @@ func (a *Authenticator) verifyJWT(tok string) (*Principal, error) {
 		}
 		return nil, fmt.Errorf("%w: invalid JWT: %v", ErrUnauthorized, err)
 	}
+	now := time.Now()
+	if c.IssuedAt != nil && c.IssuedAt.Time.After(now.Add(JWTClockSkew)) {
+		// Its lifetime would be judged from a moment that has not come:
+		// iat ten years ahead with exp an hour later lives ten years.
+		return nil, fmt.Errorf("%w: the JWT's iat is %s in the future, more than the %s of clock skew allowed: check the issuer's clock",
+			ErrUnauthorized, c.IssuedAt.Time.Sub(now).Round(time.Second), JWTClockSkew)
+	}
 	if a.maxLife > 0 && c.ExpiresAt != nil {
-		from := time.Now()
-		if c.IssuedAt != nil {
+		from := now // what is left of it from now, or its whole life if issued before
+		if c.IssuedAt != nil && c.IssuedAt.Time.Before(now) {
 			from = c.IssuedAt.Time
 		}
 		if life := c.ExpiresAt.Sub(from); life > a.maxLife {
-			return nil, fmt.Errorf("%w: the JWT is valid for %s, longer than the server's maximum of %s: mint a shorter-lived token or raise jwt_max_lifetime",
+			return nil, fmt.Errorf("%w: the JWT is valid for %s, longer than the server's maximum of %s (jwt-max-lifetime): mint a shorter-lived token or raise jwt-max-lifetime",
 				ErrUnauthorized, life.Round(time.Second), a.maxLife)
 		}
 	}

@@ -80,6 +80,10 @@ func TestJWTLifetime(t *testing.T) {
 		{"exp beyond the lifetime (iat)", jwt.MapClaims{"iat": now.Unix(), "exp": now.Add(48 * time.Hour).Unix()}, "longer than the server's maximum"},
 		{"exp beyond the lifetime (no iat)", jwt.MapClaims{"exp": now.Add(48 * time.Hour).Unix()}, "longer than the server's maximum"},
 		{"expired", jwt.MapClaims{"exp": now.Add(-time.Minute).Unix()}, "expired"},
+		// Issued ten years ahead, one hour long by its own claims: it would live ten years.
+		{"iat in the future", jwt.MapClaims{"iat": now.AddDate(10, 0, 0).Unix(), "exp": now.AddDate(10, 0, 0).Add(time.Hour).Unix()}, "in the future"},
+		{"iat a little ahead (clock skew)", jwt.MapClaims{"iat": now.Add(20 * time.Second).Unix(), "exp": now.Add(time.Hour).Unix()}, ""},
+		{"iat an hour ago, a day left", jwt.MapClaims{"iat": now.Add(-time.Hour).Unix(), "exp": now.Add(23*time.Hour + 30*time.Minute).Unix()}, "jwt-max-lifetime"},
 	}
 	for _, c := range cases {
 		_, err := strict.Authenticate(sign(c.claims))

@@ -225,11 +225,11 @@ func (h *Host) closeIdle(cutoff int64) int {
 // cutoff). It never waits for the database's name lock: whoever holds it is
 // opening, deleting or evicting it.
 func (h *Host) evict(db *database, cutoff int64) bool {
-	l := h.nameLock(db.name)
-	if !l.TryLock() {
+	unlock, ok := h.tryLock(db.name)
+	if !ok {
 		return false
 	}
-	defer l.Unlock()
+	defer unlock()
 	h.mu.Lock()
 	current := h.dbs[db.name] == db && !h.closed
 	h.mu.Unlock()

@@ -25,7 +25,7 @@ type Host struct {
 
 	mu        sync.Mutex
 	dbs       map[string]*database
-	locks     map[string]*sync.Mutex // serialises open/create/delete per name
+	locks     map[string]*nameLock // serialises open/create/delete per name
 	closed    bool
 	leases    *lease.Table             // nil without Options.Lease
 	stop      chan struct{}            // ends the idle sweeper
@@ -45,7 +45,7 @@ func New(opts Options) (*Host, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", opts.DataDir, err)
 	}
-	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*sync.Mutex{}}
+	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*nameLock{}}
 	if opts.Lease != nil {
 		h.leases = lease.NewTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
 			_, err := h.Get(ctx, name)
@@ -64,22 +64,61 @@ func New(opts Options) (*Host, error) {
 
 func (h *Host) path(name string) string { return filepath.Join(h.opts.DataDir, name+".db") }
 
-// nameLock serialises open/create/delete/evict of one name.
-func (h *Host) nameLock(name string) *sync.Mutex {
+// nameLock serialises open/create/delete/evict of one name. An entry lives
+// only while someone holds or waits for it, so that names asked for once
+// (a client trying thousands of names) leave nothing behind.
+type nameLock struct {
+	sync.Mutex
+	refs int // holders and waiters, under Host.mu
+}
+
+func (h *Host) nameLock(name string) *nameLock {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := h.locks[name]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = &nameLock{}
 		h.locks[name] = l
 	}
+	l.refs++
 	return l
+}
+
+func (h *Host) releaseName(name string, l *nameLock) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l.refs--; l.refs == 0 && h.locks[name] == l {
+		delete(h.locks, name)
+	}
 }
 
 func (h *Host) lock(name string) func() {
 	l := h.nameLock(name)
 	l.Lock()
-	return l.Unlock
+	return func() {
+		l.Unlock()
+		h.releaseName(name, l)
+	}
+}
+
+// tryLock is lock that gives up at once when the name is held.
+func (h *Host) tryLock(name string) (unlock func(), ok bool) {
+	l := h.nameLock(name)
+	if !l.TryLock() {
+		h.releaseName(name, l)
+		return nil, false
+	}
+	return func() {
+		l.Unlock()
+		h.releaseName(name, l)
+	}, true
+}
+
+// NameLocks is how many per-name locks exist (tests: they are freed).
+func (h *Host) NameLocks() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.locks)
 }
 
 func (h *Host) cached(name string) (*database, error) {

@@ -1,11 +1,15 @@
 package jsonapi
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/jsonstr"
+	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -15,6 +19,14 @@ import (
 // floats that stay floats, blobs as base64), and reads stream their rows
 // straight from SQLite into it (it is the statements' sqlconn.RowWriter).
 type resultsEncoder struct {
+	// max caps the answer (0: no cap): past it the encoder keeps nothing
+	// more, stops the statement (cancel) and the answer is tooBig.
+	max    int
+	cancel func()
+	tooBig error
+	ctx    context.Context // the statements' (waiting for a large-answer turn)
+	big    bool            // holds a large-answer turn (largeTurns)
+
 	buf     []byte
 	stmt    int  // where the current statement's result starts
 	rows    int  // rows written for the current statement
@@ -27,14 +39,39 @@ func getEncoder() *resultsEncoder {
 	return e
 }
 
-func putEncoder(e *resultsEncoder) { jsonstr.PutBuffer(e.buf) }
+func putEncoder(e *resultsEncoder) {
+	e.endLarge()
+	jsonstr.PutBuffer(e.buf)
+}
 
 func (e *resultsEncoder) reset() {
 	e.buf = append(e.buf[:0], `{"results":[`...)
+	e.tooBig = nil
+}
+
+// full reports whether the answer is past its cap, dropping what it holds
+// (and stopping the statement) the first time.
+func (e *resultsEncoder) full() bool {
+	if e.tooBig != nil {
+		return true
+	}
+	if e.max <= 0 || len(e.buf) <= e.max {
+		return false
+	}
+	e.tooBig = dberr.New(dberr.CodeTooBig, fmt.Sprintf("the answer is larger than the server's limit of %s "+
+		"(limits.max-response-bytes): select fewer rows or columns, or page with LIMIT and a WHERE on the last key", units.FormatSize(int64(e.max))))
+	e.buf = e.buf[:0]
+	if e.cancel != nil {
+		e.cancel()
+	}
+	return true
 }
 
 // begin starts statement i's result.
 func (e *resultsEncoder) begin(i int) {
+	if e.tooBig != nil {
+		return
+	}
 	if i > 0 {
 		e.buf = append(e.buf, ',')
 	}
@@ -43,6 +80,9 @@ func (e *resultsEncoder) begin(i int) {
 
 // Columns starts (or starts over) the current statement's result.
 func (e *resultsEncoder) Columns(cols []sqlconn.Column) {
+	if e.tooBig != nil {
+		return
+	}
 	b := append(e.buf[:e.stmt], `{"columns":[`...)
 	for j, c := range cols {
 		if j > 0 {
@@ -56,6 +96,9 @@ func (e *resultsEncoder) Columns(cols []sqlconn.Column) {
 
 // Row appends the row SQLite is on.
 func (e *resultsEncoder) Row(r *sqlconn.Row) {
+	if e.full() {
+		return
+	}
 	b := e.buf
 	if e.rows > 0 {
 		b = append(b, ',')
@@ -69,11 +112,17 @@ func (e *resultsEncoder) Row(r *sqlconn.Row) {
 	}
 	e.buf = append(b, ']')
 	e.rows++
+	if !e.big && len(e.buf) > largeAnswer {
+		e.beginLarge()
+	}
 }
 
 // rowsOf appends rows already read into Values.
 func (e *resultsEncoder) rowsOf(rows [][]sqlconn.Value) {
 	for _, row := range rows {
+		if e.full() {
+			return
+		}
 		b := e.buf
 		if e.rows > 0 {
 			b = append(b, ',')
@@ -92,6 +141,9 @@ func (e *resultsEncoder) rowsOf(rows [][]sqlconn.Value) {
 
 // end closes the current statement's result with its meta.
 func (e *resultsEncoder) end(res sqlconn.Result) {
+	if e.full() {
+		return
+	}
 	if !e.started { // a Conn that does not stream filled res.Rows instead
 		e.Columns(res.Columns)
 		e.rowsOf(res.Rows)
@@ -112,6 +164,11 @@ func (e *resultsEncoder) end(res sqlconn.Result) {
 // send closes the answer with the bookmark and writes it in one piece (a
 // Content-Length, not chunks).
 func (e *resultsEncoder) send(w http.ResponseWriter, bm dbhost.Bookmark) {
+	e.endLarge() // built: writing it costs the CPU little
+	if e.full() {
+		WriteError(w, e.tooBig)
+		return
+	}
 	b := append(e.buf, `],"bookmark":"`...)
 	b = strconv.AppendUint(b, uint64(bm), 10)
 	e.buf = append(b, "\"}\n"...)
@@ -122,8 +179,9 @@ func (e *resultsEncoder) send(w http.ResponseWriter, bm dbhost.Bookmark) {
 }
 
 // writeResults writes results that were read into Values (writes, replays).
-func writeResults(w http.ResponseWriter, results []sqlconn.Result, bm dbhost.Bookmark) {
+func writeResults(w http.ResponseWriter, results []sqlconn.Result, bm dbhost.Bookmark, max int) {
 	e := getEncoder()
+	e.max = max
 	defer putEncoder(e)
 	for i, res := range results {
 		e.begin(i)

@@ -47,7 +47,7 @@ func readQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 func bodyError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
+		return dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes (limits.max-body-bytes)", mbe.Limit))
 	}
 	return badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 }

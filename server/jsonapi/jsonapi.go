@@ -46,6 +46,7 @@ const (
 type API struct {
 	host           Host
 	requestTimeout time.Duration
+	maxResponse    int // 0: no cap (SetMaxResponseBytes)
 }
 
 // DefaultRequestTimeout bounds all statements of one request when New is
@@ -84,7 +85,7 @@ type queryRequest struct {
 }
 
 func (a *API) query(w http.ResponseWriter, r *http.Request) {
-	if err := a.serveQuery(w, r, a.host.Get); err != nil {
+	if err := a.serveQuery(w, r, a.opener(r)); err != nil {
 		WriteError(w, err) // a hosted database never needs another writer
 	}
 }
@@ -159,6 +160,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 	// runs the callbacks on this goroutine and returns after them, so the
 	// pooled encoder is never touched once it is back in the pool.
 	enc := getEncoder()
+	enc.max = a.maxResponse
 	defer putEncoder(enc)
 	q := &request{stmts: stmts, results: make([]sqlconn.Result, len(stmts)), parent: r.Context(),
 		limit: a.requestTimeout, name: name, readOnly: !p.CanWrite(name), enc: enc}
@@ -190,7 +192,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 		enc.send(w, b)
 		return nil
 	}
-	writeResults(w, results, b)
+	writeResults(w, results, b, a.maxResponse)
 	return nil
 }
 
@@ -252,7 +254,7 @@ func decodeQuery(body io.Reader) ([]sqlconn.Stmt, error) {
 	if err := dec.Decode(&q); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes", mbe.Limit))
+			return nil, dberr.New(dberr.CodeTooLarge, fmt.Sprintf("request body is over the server's limit of %d bytes (limits.max-body-bytes)", mbe.Limit))
 		}
 		return nil, badRequest("malformed JSON request: " + err.Error() + `; send {"sql": "...", "params": [...]} or {"batch": [...]}`)
 	}
@@ -392,7 +394,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := a.host.Get(r.Context(), name); err != nil {
+	if _, err := a.opener(r)(r.Context(), name); err != nil {
 		WriteError(w, err)
 		return
 	}

@@ -50,6 +50,7 @@ func (q *request) bounded() (context.Context, context.CancelFunc) {
 func (q *request) runAll(c sqlconn.Conn, onReader bool) error {
 	ctx, cancel := q.bounded()
 	defer cancel()
+	q.enc.cancel, q.enc.ctx = cancel, ctx // an answer past its cap stops the statement
 	if !onReader {
 		return q.run(ctx, c, 0, len(q.stmts), false)
 	}
@@ -76,6 +77,9 @@ func (q *request) stream(ctx context.Context, c sqlconn.Conn) error {
 			st.Rows = q.enc
 		}
 		res, err := q.exec(ctx, c, i, st, true)
+		if q.enc.tooBig != nil {
+			return q.enc.tooBig
+		}
 		if err != nil {
 			return err
 		}

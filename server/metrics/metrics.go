@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,10 +21,89 @@ type Registry struct {
 	mu      sync.Mutex
 	metrics []metric
 	gauges  []gaugeFunc
+
+	// One label's distinct values are bounded (BoundLabel): past max,
+	// values are recorded as other, so that clients naming many things
+	// cannot grow the registry without end.
+	bmu        sync.Mutex
+	boundLabel string
+	boundMax   int
+	boundOther string
+	seen       map[string]struct{}
+}
+
+// BoundLabel keeps at most max distinct values of label across every
+// counter and histogram; observations with any further value are recorded
+// under other (e.g. "_other"). Call it before recording anything.
+func (r *Registry) BoundLabel(label string, max int, other string) {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	r.boundLabel, r.boundMax, r.boundOther, r.seen = label, max, other, map[string]struct{}{}
+}
+
+// Forget frees value of the bounded label (a deleted database): its series
+// go, and the slot may be taken by another value.
+func (r *Registry) Forget(value string) {
+	r.bmu.Lock()
+	label := r.boundLabel
+	delete(r.seen, value)
+	r.bmu.Unlock()
+	if label == "" || value == "" {
+		return
+	}
+	r.mu.Lock()
+	metrics := append([]metric(nil), r.metrics...)
+	r.mu.Unlock()
+	for _, m := range metrics {
+		m.forget(label, value)
+	}
+}
+
+// bound returns values with the bounded label's value replaced by the
+// overflow value once the bound is reached (a copy; values is not changed).
+func (r *Registry) bound(labels, values []string) []string {
+	if r == nil {
+		return values
+	}
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	if r.boundLabel == "" {
+		return values
+	}
+	for i, l := range labels {
+		if l != r.boundLabel || i >= len(values) || values[i] == "" || values[i] == r.boundOther {
+			continue
+		}
+		if _, ok := r.seen[values[i]]; ok {
+			continue
+		}
+		if len(r.seen) < r.boundMax {
+			r.seen[values[i]] = struct{}{}
+			continue
+		}
+		out := append([]string(nil), values...)
+		out[i] = r.boundOther
+		return out
+	}
+	return values
+}
+
+// Series counts the counter and histogram series held (tests: bounded).
+func (r *Registry) Series() int {
+	r.mu.Lock()
+	metrics := append([]metric(nil), r.metrics...)
+	r.mu.Unlock()
+	n := 0
+	for _, m := range metrics {
+		n += m.len()
+	}
+	return n
 }
 
 type metric interface {
 	write(w io.Writer, keep Filter)
+	forget(label, value string)
+	len() int
 }
 
 // Filter decides whether one series is written, from its label names and
@@ -51,13 +131,14 @@ func New() *Registry { return &Registry{} }
 type Counter struct {
 	name, help string
 	labels     []string
+	reg        *Registry
 	mu         sync.Mutex
 	values     map[string]float64
 }
 
 // NewCounter registers a counter with the given label names.
 func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
-	c := &Counter{name: name, help: help, labels: labels, values: map[string]float64{}}
+	c := &Counter{name: name, help: help, labels: labels, reg: r, values: map[string]float64{}}
 	r.mu.Lock()
 	r.metrics = append(r.metrics, c)
 	r.mu.Unlock()
@@ -66,7 +147,7 @@ func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
 
 // Add adds v to the series with these label values.
 func (c *Counter) Add(v float64, labelValues ...string) {
-	k := key(labelValues)
+	k := key(c.reg.bound(c.labels, labelValues))
 	c.mu.Lock()
 	c.values[k] += v
 	c.mu.Unlock()
@@ -80,6 +161,26 @@ func (c *Counter) Value(labelValues ...string) float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.values[key(labelValues)]
+}
+
+func (c *Counter) forget(label, value string) {
+	i := slices.Index(c.labels, label)
+	if i < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.values {
+		if lv := split(k); i < len(lv) && lv[i] == value {
+			delete(c.values, k)
+		}
+	}
+}
+
+func (c *Counter) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.values)
 }
 
 func (c *Counter) write(w io.Writer, keep Filter) {
@@ -98,6 +199,7 @@ func (c *Counter) write(w io.Writer, keep Filter) {
 type Histogram struct {
 	name, help string
 	labels     []string
+	reg        *Registry
 	buckets    []float64
 	mu         sync.Mutex
 	series     map[string]*histSeries
@@ -111,7 +213,7 @@ type histSeries struct {
 
 // NewHistogram registers a histogram with upper bounds buckets (ascending).
 func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...string) *Histogram {
-	h := &Histogram{name: name, help: help, labels: labels, buckets: buckets, series: map[string]*histSeries{}}
+	h := &Histogram{name: name, help: help, labels: labels, reg: r, buckets: buckets, series: map[string]*histSeries{}}
 	r.mu.Lock()
 	r.metrics = append(r.metrics, h)
 	r.mu.Unlock()
@@ -120,7 +222,7 @@ func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...
 
 // Observe records v in the series with these label values.
 func (h *Histogram) Observe(v float64, labelValues ...string) {
-	k := key(labelValues)
+	k := key(h.reg.bound(h.labels, labelValues))
 	i := sort.SearchFloat64s(h.buckets, v)
 	h.mu.Lock()
 	s := h.series[k]
@@ -142,6 +244,26 @@ func (h *Histogram) Count(labelValues ...string) uint64 {
 		return s.count
 	}
 	return 0
+}
+
+func (h *Histogram) forget(label, value string) {
+	i := slices.Index(h.labels, label)
+	if i < 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.series {
+		if lv := split(k); i < len(lv) && lv[i] == value {
+			delete(h.series, k)
+		}
+	}
+}
+
+func (h *Histogram) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.series)
 }
 
 func (h *Histogram) write(w io.Writer, keep Filter) {
@@ -180,7 +302,9 @@ func (r *Registry) GaugeFunc(name, help string, labels []string, fn func() []Sam
 func (r *Registry) WriteText(w io.Writer) { r.WriteFiltered(w, nil) }
 
 // WriteFiltered writes the series keep accepts (for a scraper that may see
-// only some of them, e.g. some databases).
+// only some of them, e.g. some databases). Each metric's lock is held while
+// it writes: give it a buffer, never a network connection, so that a
+// scraper that does not read cannot stall the requests that record.
 func (r *Registry) WriteFiltered(w io.Writer, keep Filter) {
 	r.mu.Lock()
 	metrics := append([]metric(nil), r.metrics...)

@@ -37,3 +37,27 @@ g{db="a"} 1.5
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// A bounded label keeps its first values and records the rest under one
+// overflow value; a forgotten value's series go and its slot is free again.
+func TestBoundLabelAggregatesAndForgets(t *testing.T) {
+	r := New()
+	r.BoundLabel("db", 2, "_other")
+	c := r.NewCounter("c_total", "c", "route", "db")
+	h := r.NewHistogram("h_seconds", "h", []float64{1}, "db")
+	for _, db := range []string{"a", "b", "c", "d", "a"} {
+		c.Inc("r", db)
+		h.Observe(0.5, db)
+	}
+	if c.Value("r", "a") != 2 || c.Value("r", "b") != 1 || c.Value("r", "_other") != 2 || c.Value("r", "c") != 0 {
+		t.Fatalf("a=%v b=%v _other=%v c=%v", c.Value("r", "a"), c.Value("r", "b"), c.Value("r", "_other"), c.Value("r", "c"))
+	}
+	if n := r.Series(); n != 6 {
+		t.Fatalf("%d series, want 6 (3 per metric)", n)
+	}
+	r.Forget("a")
+	c.Inc("r", "e")
+	if c.Value("r", "a") != 0 || c.Value("r", "e") != 1 || h.Count("a") != 0 {
+		t.Fatalf("after forgetting a: a=%v e=%v", c.Value("r", "a"), c.Value("r", "e"))
+	}
+}
