@@ -11,10 +11,13 @@ import (
 )
 
 // hostileBudget is the budget every hostile-neighbours attack is judged
-// by: the canary's p99 at most 50 ms, the server under 512 MiB, its
-// descriptors and goroutines back to their baseline within 30 s.
-// SLUICE_HOSTILE_P99_MS widens the latency bound on a machine busy with
-// other work (the default is the promise).
+// by: the canary's p99 at most 50 ms more than it is with no attack on the
+// same machine in the same run (runHostile measures that control window
+// first: on a quiet machine its p99 is a few milliseconds, so the bound is
+// about 50 ms; while other work loads the machine the bound follows the
+// machine's own noise instead of failing on it), the server under 512 MiB,
+// its descriptors and goroutines back to their baseline within 30 s.
+// SLUICE_HOSTILE_P99_MS sets the added 50 ms.
 func hostileBudget() hostile.Budget {
 	b := hostile.Budget{CanaryP99: 50 * time.Millisecond, RSS: 512 << 20}
 	if v, err := strconv.Atoi(os.Getenv("SLUICE_HOSTILE_P99_MS")); err == nil && v > 0 {
@@ -52,12 +55,14 @@ func runHostile(t *testing.T, args []string, attacks ...hostile.Attack) []hostil
 	}
 	defer c.Stop()
 	time.Sleep(500 * time.Millisecond) // the canary's connection is part of the baseline
-	// The machine's own noise, logged to read failures against, not judged.
+	// The machine's own noise: the reference each attack's canary is judged against.
 	control := hostile.Run(ctx, s, c, hostile.Idle(3*time.Second), hostileBudget())
-	t.Logf("control, no attack: canary %s", control.Canary)
+	budget := hostileBudget()
+	budget.CanaryP99 += control.Canary.P99
+	t.Logf("control, no attack: canary %s; each attack's canary p99 may reach %s", control.Canary, budget.CanaryP99)
 	var results []hostile.Result
 	for _, a := range attacks {
-		r := hostile.Run(ctx, s, c, a, hostileBudget())
+		r := hostile.Run(ctx, s, c, a, budget)
 		results = append(results, r)
 		for _, p := range r.Problems() {
 			t.Errorf("%s: %s", a.Name, p)
