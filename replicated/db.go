@@ -3,10 +3,12 @@ package replicated
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/lease"
 )
 
 // DB is a replicated database whose owner ships after each commit: Sync
@@ -36,12 +38,30 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // Sync ships every committed frame not shipped yet and returns the position
 // the store has accepted. Once the lease is lost, the upload is refused and
 // the error matches engine.ErrFenced, as when another writer took the TXID.
+// An upload the store accepted only after the lease's deadline returns the
+// new position with an error matching lease.ErrLate: it is in the history,
+// but another instance may hold the lease by now, so it acknowledges nothing.
 func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
+	before := d.eng.Pos()
 	pos, err := d.eng.Sync(ctx)
-	if d.core.opts.Lease != nil && errors.Is(err, engine.ErrFenced) {
+	l := d.core.opts.Lease
+	if l == nil {
+		return pos, err
+	}
+	if errors.Is(err, engine.ErrFenced) {
+		d.core.historyTaken(err)
+	} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
+		err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
 		d.core.leaseLost(err)
 	}
 	return pos, err
+}
+
+// Writable reports whether this instance may still write (and serve reads
+// of its local copy): no lease, or a lease still valid.
+func (d *DB) Writable() bool {
+	l := d.core.opts.Lease
+	return l == nil || l.Valid()
 }
 
 // Changed reports whether Sync has anything to upload, without a store
@@ -59,4 +79,11 @@ func (d *DB) Close(ctx context.Context, forget bool) error {
 	err := d.eng.Close(ctx)
 	d.core.finish(ctx, !forget)
 	return err
+}
+
+// CloseKeepLease closes like Close but leaves the lease held, for a
+// database reopened under it at once (OnHistoryTaken).
+func (d *DB) CloseKeepLease(ctx context.Context) error {
+	d.core.keepLease.Store(true)
+	return d.Close(ctx, false)
 }
