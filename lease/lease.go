@@ -267,7 +267,7 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 	}
 	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
 		deadline: sent.Add(opts.TTL - opts.margin()),
-		lost: make(chan struct{}), handOver: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		lost:     make(chan struct{}), handOver: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
 		"previous_holder", cur.Holder)
 	go l.renewLoop()

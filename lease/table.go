@@ -23,7 +23,7 @@ type Table struct {
 	seen    map[string]Record    // holder last seen, for databases waited on
 	wait    map[string]bool      // a waiter goroutine runs
 	wanted  map[string]time.Time // last TryAcquire of a database waited on: a waiter stops once nobody asks
-	ctx     context.Context   // ends on Close: waiters stop
+	ctx     context.Context      // ends on Close: waiters stop
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
