@@ -66,7 +66,7 @@ func TestPausedHolderNeverAcknowledgesAfterLosingItsLease(t *testing.T) {
 					return
 				default:
 				}
-				in := ins[i%2]
+				in := ins[w%2] // three clients per instance: the holder is always uploading
 				a, _ := pauseQuery(context.Background(), in, `{"sql":"UPDATE counters SET n = n + 1 WHERE id = 1 RETURNING n"}`)
 				a.inst = in.name
 				mu.Lock()
