@@ -85,5 +85,5 @@ func (d *DB) Close(ctx context.Context, forget bool) error {
 // database reopened under it at once (OnHistoryTaken).
 func (d *DB) CloseKeepLease(ctx context.Context) error {
 	d.core.keepLease.Store(true)
-	return d.Close(ctx, false)
+	return d.Close(ctx, true)
 }

@@ -193,6 +193,19 @@ func (c *core) leaseLost(cause error) {
 	c.lostOnce.Do(func() { go c.opts.OnLeaseLost(cause) })
 }
 
+// flushLevel0 folds this run's per-sync files into one, so the next open
+// restores from a few objects rather than one per sync (bounded).
+func (c *core) flushLevel0(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
+	defer cancel()
+	switch err := c.comp.Flush(fctx, time.Now(), shutdownFlushMaxBytes); {
+	case errors.Is(err, compact.ErrFlushTooLarge):
+		c.log.Info("level 0 left for the next start to compact; every change was shipped", "reason", err)
+	case err != nil:
+		c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
+	}
+}
+
 // finish runs after the final upload: it stops compaction, merging level 0
 // first when flush is set and this process keeps the replica, then
 // releases the lease. Safe to call twice.
@@ -204,22 +217,17 @@ func (c *core) finish(ctx context.Context, flush bool) {
 		case c.compRelease != nil:
 			// The scheduler merges a released database's level 0 later, on
 			// its own: not for a replica whose lease is released next, which
-			// another instance may own by then.
+			// another instance may own by then; that one is merged now,
+			// bounded, while the lease still holds.
 			c.compRelease(flush && c.opts.Lease == nil)
+			if flush && c.opts.Lease != nil {
+				c.flushLevel0(ctx)
+			}
 		case c.compStop != nil:
 			c.compStop()
 			<-c.compDone
 			if flush {
-				// Fold this run's per-sync files into one, so the next boot
-				// restores from a few objects rather than one per sync.
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
-				switch err := c.comp.Flush(fctx, time.Now(), shutdownFlushMaxBytes); {
-				case errors.Is(err, compact.ErrFlushTooLarge):
-					c.log.Info("level 0 left for the next start to compact; every change was shipped", "reason", err)
-				case err != nil:
-					c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
-				}
-				cancel()
+				c.flushLevel0(ctx)
 			}
 		}
 		if c.comp != nil {

@@ -39,6 +39,7 @@ type database struct {
 
 	deleting  atomic.Bool // Delete is closing it: its replica may be purged next
 	keepLease atomic.Bool // closed to be reopened at once under the same lease
+	retiring  atomic.Bool // closed as it stops being the writer: no compaction on the way out
 
 	// What the database needs of its host, given at open so that nothing
 	// here reaches back into the registry.
@@ -197,7 +198,7 @@ func (db *database) finishClose(ctx context.Context) error {
 	if db.keepLease.Load() {
 		err = db.rep.CloseKeepLease(ctx)
 	} else {
-		err = db.rep.Close(ctx, db.deleting.Load())
+		err = db.rep.Close(ctx, db.deleting.Load() || db.retiring.Load())
 	}
 	db.writer.Close()
 	close(db.readers)

@@ -136,6 +136,7 @@ func (h *Host) retireWriter(db *database, l *lease.Lease, drop, keep bool) bool 
 			db.commits.Fence()
 		}
 		db.keepLease.Store(keep)
+		db.retiring.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := db.retire(ctx); err != nil {
 			h.opts.Logger.Warn("closing the database as it stops being the writer", "db", db.name, "err", err)
