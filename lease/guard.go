@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -62,8 +64,16 @@ func (s *guardedStore) check(key string) error {
 	if s.lease.Valid() {
 		return nil
 	}
+	if s.lease.Suspended() {
+		// Retryable: a renewal may yet prove nobody took the lease.
+		return fmt.Errorf("%w: %s in %s not written yet", ErrSuspended, key, s.Store.String())
+	}
 	return &RefusedError{Key: key, Store: s.Store.String(), Cause: s.lease.Err()}
 }
+
+// ErrSuspended: the lease was not renewed before its deadline; writes wait
+// until a renewal resumes it (nobody took it) or it is lost.
+var ErrSuspended = errors.New("the lease was not renewed before its deadline: writes wait until it is renewed or passes to another instance")
 
 func (s *guardedStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
 	if err := s.check(key); err != nil {

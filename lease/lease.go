@@ -17,9 +17,11 @@
 //     new instance thus becomes the writer within one renewal interval,
 //     without a network route to the old one and without its SIGTERM.
 //
-// A holder that cannot renew (precondition failed, or no successful renewal
-// before its local deadline) has lost the lease and must stop writing at
-// once; Lost() is closed then. The local deadline is measured on the
+// A holder that cannot renew before its local deadline stops writing at
+// once (Valid is false: suspended); a renewal that finds the object changed
+// means the lease is lost, and Lost() is closed then. A suspended holder
+// whose conditional replace later succeeds resumes: nobody else took the
+// lease meanwhile (the ETag proves it), so its history is still the one. The local deadline is measured on the
 // monotonic clock from the moment the last successful renewal was *sent*,
 // minus a safety margin, so the holder always stops before a contender
 // (which compares the stored expiry with its own wall clock) may take over,
@@ -340,44 +342,73 @@ func (l *Lease) markLost(err error) {
 }
 
 // renewLoop renews every TTL/3; after a failed attempt it retries every
-// TTL/10 until the local deadline, then declares the lease lost.
+// TTL/10. Past the local deadline without a renewal the lease is suspended
+// (Valid is false: nothing is written or acknowledged) but not given up:
+// the next renewal that succeeds is a conditional replace of the object as
+// this holder last wrote it, which proves nobody took the lease meanwhile,
+// and resumes it; one that finds the object changed ends it (Lost).
 func (l *Lease) renewLoop() {
 	defer close(l.done)
 	interval := l.opts.TTL / 3
+	retry := max(l.opts.TTL/10, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	suspended := false
 	for {
 		l.mu.Lock()
 		deadline := l.deadline
 		l.mu.Unlock()
+		var expire <-chan time.Time
+		if !suspended {
+			expire = time.After(time.Until(deadline))
+		}
 		select {
 		case <-l.stop:
 			return
-		case <-time.After(time.Until(deadline)):
-			l.markLost(fmt.Errorf("%w: no successful renewal of %s in %s before its deadline", ErrLost, Key, l.store))
-			l.opts.Logger.Error("LEASE LOST: could not renew in time; this instance stops writing", "replica", l.store.String())
-			return
+		case <-expire:
+			suspended = true
+			l.opts.Logger.Error("LEASE SUSPENDED: not renewed before its deadline; this instance writes and acknowledges nothing until a renewal proves no other instance took it",
+				"replica", l.store.String())
+			continue
 		case <-timer.C:
 		}
 		err := l.renew(deadline)
 		switch {
 		case err == nil:
+			if suspended {
+				suspended = false
+				l.opts.Logger.Warn("lease renewed after its deadline: no other instance took it; writing again", "replica", l.store.String())
+			}
 			timer.Reset(interval)
 		case errors.Is(err, ErrLost):
 			l.markLost(err)
 			l.opts.Logger.Error("LEASE LOST: another instance took it; this instance stops writing", "replica", l.store.String(), "err", err)
 			return
 		default:
-			l.opts.Logger.Warn("lease renewal failed; retrying before the deadline", "replica", l.store.String(), "err", err,
+			l.opts.Logger.Warn("lease renewal failed; retrying", "replica", l.store.String(), "err", err,
 				"deadline_in", time.Until(deadline).Round(time.Millisecond))
-			timer.Reset(max(l.opts.TTL/10, 10*time.Millisecond))
+			timer.Reset(retry)
 		}
 	}
 }
 
+// Suspended reports whether the lease missed its deadline without being
+// lost: writes wait (retryable) until a renewal resumes it or it is lost.
+func (l *Lease) Suspended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr == nil && !time.Now().Before(l.deadline)
+}
+
 // renew extends the lease by one TTL from now.
 func (l *Lease) renew(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// Before the deadline a renewal may not outlast it; after it, each
+	// attempt gets half a TTL.
+	until := deadline
+	if !time.Now().Before(deadline) {
+		until = time.Now().Add(l.opts.TTL / 2)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	l.mu.Lock()
 	rec, etag := l.rec, l.etag

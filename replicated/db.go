@@ -51,8 +51,9 @@ func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	if errors.Is(err, engine.ErrFenced) {
 		d.core.historyTaken(err)
 	} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
+		// Lost or suspended: the lease decides what follows (a renewal
+		// resumes it, or Lost ends the write role).
 		err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
-		d.core.leaseLost(err)
 	}
 	return pos, err
 }

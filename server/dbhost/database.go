@@ -96,6 +96,10 @@ func (db *database) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Boo
 	if db.commits.Fenced() {
 		return 0, groupcommit.FencedError(db.name)
 	}
+	if !db.rep.Writable() {
+		// The lease missed its deadline: commit nothing that may never ship.
+		return 0, db.unavailable("this instance's lease is not renewed (the store does not answer, or another instance takes over); the write was not applied; retry")
+	}
 	db.gate.RLock()
 	if db.closed {
 		db.gate.RUnlock()

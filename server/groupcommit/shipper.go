@@ -147,7 +147,7 @@ func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 				"db", c.name, "from_txid", uint64(before.TXID)+1, "to_txid", uint64(pos.TXID))
 		}
 		return false
-	case errors.Is(err, engine.ErrFenced), errors.Is(err, lease.ErrLate):
+	case errors.Is(err, engine.ErrFenced):
 		c.fenced.Store(true)
 		c.log.Warn("this instance is no longer the database's writer; it takes no more writes",
 			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
@@ -178,8 +178,8 @@ func (c *Committer) ship(groups []*group) error {
 		answer = FencedError(c.name)
 	case errors.Is(err, lease.ErrLate):
 		// In the history, but possibly after another instance took the
-		// lease: not acknowledged, and never to be run again.
-		c.fenced.Store(true)
+		// lease: not acknowledged, and never to be run again. The lease
+		// decides what follows (resumed, or lost: the write role ends).
 		c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
 			"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
 		answer = lateUpload(c.name, pos.TXID)
