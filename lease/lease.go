@@ -392,6 +392,21 @@ func (l *Lease) renewLoop() {
 	}
 }
 
+// awaitRenewal waits while the lease is suspended: until a renewal resumes
+// it, it is lost or released, or ctx ends (its error).
+func (l *Lease) awaitRenewal(ctx context.Context) error {
+	for l.Suspended() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.lost:
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Suspended reports whether the lease missed its deadline without being
 // lost: writes wait (retryable) until a renewal resumes it or it is lost.
 func (l *Lease) Suspended() bool {
