@@ -81,13 +81,10 @@ type Takeover struct {
 }
 
 // newer reports whether an instance started at started (holder id) comes
-// after the one that started at than (id thanID): the later start wins,
-// the id breaks a tie.
+// after the one that started at than (id thanID). Equal starts (one
+// process's leases) are neither: nobody asks, as before takeovers existed.
 func newer(started time.Time, id string, than time.Time, thanID string) bool {
-	if !started.Equal(than) {
-		return started.After(than)
-	}
-	return id > thanID
+	return started.After(than) && id != thanID
 }
 
 // reservedFor returns the instance a released lease is kept for, if any.
