@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -58,29 +60,44 @@ type guardedStore struct {
 	lease *Lease
 }
 
-func (s *guardedStore) check(key string) error {
+func (s *guardedStore) check(ctx context.Context, key string) error {
 	if s.lease.Valid() {
 		return nil
+	}
+	if s.lease.Suspended() {
+		// The next renewal tells whether the lease still holds (a paused
+		// process learns it at once): wait for it rather than leave the
+		// caller to guess whether its write will ever ship.
+		if err := s.lease.awaitRenewal(ctx); err != nil {
+			return fmt.Errorf("%w: %s in %s not written yet (%v)", ErrSuspended, key, s.Store.String(), err)
+		}
+		if s.lease.Valid() {
+			return nil
+		}
 	}
 	return &RefusedError{Key: key, Store: s.Store.String(), Cause: s.lease.Err()}
 }
 
+// ErrSuspended: the lease was not renewed before its deadline; writes wait
+// until a renewal resumes it (nobody took it) or it is lost.
+var ErrSuspended = errors.New("the lease was not renewed before its deadline: writes wait until it is renewed or passes to another instance")
+
 func (s *guardedStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
+	if err := s.check(ctx, key); err != nil {
 		return replica.ObjectInfo{}, err
 	}
 	return s.Store.PutIfAbsent(ctx, key, r, size)
 }
 
 func (s *guardedStore) PutIfMatch(ctx context.Context, key string, r io.Reader, size int64, etag string) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
+	if err := s.check(ctx, key); err != nil {
 		return replica.ObjectInfo{}, err
 	}
 	return s.Store.PutIfMatch(ctx, key, r, size, etag)
 }
 
 func (s *guardedStore) Put(ctx context.Context, key string, r io.Reader, size int64) (replica.ObjectInfo, error) {
-	if err := s.check(key); err != nil {
+	if err := s.check(ctx, key); err != nil {
 		return replica.ObjectInfo{}, err
 	}
 	return s.Store.Put(ctx, key, r, size)
@@ -90,7 +107,7 @@ func (s *guardedStore) Delete(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return s.Store.Delete(ctx)
 	}
-	if err := s.check(keys[0]); err != nil {
+	if err := s.check(ctx, keys[0]); err != nil {
 		return err
 	}
 	return s.Store.Delete(ctx, keys...)

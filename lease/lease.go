@@ -7,11 +7,21 @@
 //   - renew: a conditional replace (PutIfMatch on the ETag) every TTL/3;
 //   - take over: PutIfMatch with epoch+1, only once the lease has expired;
 //   - release: PutIfMatch with an expiry in the past, so a waiter takes it
-//     at its next poll instead of after the TTL.
+//     at its next poll instead of after the TTL;
+//   - hand over: an instance started later than the holder writes a
+//     takeover request into the record (RequestTakeover, a PutIfMatch that
+//     keeps the expiry); the holder's next renewal meets the changed ETag,
+//     reads the request and closes HandOver(): its owner finishes what is
+//     queued, ships it and releases the lease, which stays reserved for the
+//     requester for a while so that nobody else takes it first. A deploy's
+//     new instance thus becomes the writer within one renewal interval,
+//     without a network route to the old one and without its SIGTERM.
 //
-// A holder that cannot renew (precondition failed, or no successful renewal
-// before its local deadline) has lost the lease and must stop writing at
-// once; Lost() is closed then. The local deadline is measured on the
+// A holder that cannot renew before its local deadline stops writing at
+// once (Valid is false: suspended); a renewal that finds the object changed
+// means the lease is lost, and Lost() is closed then. A suspended holder
+// whose conditional replace later succeeds resumes: nobody else took the
+// lease meanwhile (the ETag proves it), so its history is still the one. The local deadline is measured on the
 // monotonic clock from the moment the last successful renewal was *sent*,
 // minus a safety margin, so the holder always stops before a contender
 // (which compares the stored expiry with its own wall clock) may take over,
@@ -53,6 +63,36 @@ type Record struct {
 	URL     string    `json:"url,omitempty"` // where the holder takes writes (forwarding)
 	Epoch   uint64    `json:"epoch"`         // +1 on every change of holder
 	Expires time.Time `json:"expires"`
+	// Started is when the holder's process started: only a later one may
+	// ask it to hand over, so two overlapping instances never pass the
+	// lease back and forth.
+	Started time.Time `json:"started,omitempty"`
+	// Takeover is a newer instance's request for the lease; after a release
+	// it reserves the lease for that instance until Takeover.Until.
+	Takeover *Takeover `json:"takeover,omitempty"`
+}
+
+// Takeover is a request for the lease from a newer instance.
+type Takeover struct {
+	Holder  string    `json:"holder"`
+	URL     string    `json:"url,omitempty"`
+	Started time.Time `json:"started"`
+	Until   time.Time `json:"until"` // the request (and the reservation after a release) lapses then
+}
+
+// newer reports whether an instance started at started (holder id) comes
+// after the one that started at than (id thanID). Equal starts (one
+// process's leases) are neither: nobody asks, as before takeovers existed.
+func newer(started time.Time, id string, than time.Time, thanID string) bool {
+	return started.After(than) && id != thanID
+}
+
+// reservedFor returns the instance a released lease is kept for, if any.
+func (r Record) reservedFor(now time.Time) (Takeover, bool) {
+	if r.Takeover == nil || !now.Before(r.Takeover.Until) {
+		return Takeover{}, false
+	}
+	return *r.Takeover, true
 }
 
 // Expired reports whether the lease is free to take at now.
@@ -68,6 +108,12 @@ var ErrHeld = errors.New("the database's lease is held by another instance")
 
 // ErrLost: this instance no longer holds the lease; it must stop writing.
 var ErrLost = errors.New("lease lost: another instance may be writing; stop writing")
+
+// ErrLate: an upload was accepted by the store only after this holder's
+// lease deadline, when another instance may already hold the lease: its
+// writes must not be acknowledged as if nothing happened (the file is in
+// the history; the new holder adopts it).
+var ErrLate = errors.New("uploaded after this instance's lease deadline: another instance may hold the lease by now")
 
 // HeldError says who holds the lease.
 type HeldError struct {
@@ -89,9 +135,15 @@ type Options struct {
 	TTL    time.Duration // [DefaultTTL]
 	// Poll is how often Acquire looks at a held lease [250ms]: a released
 	// lease is taken within one poll.
-	Poll   time.Duration
-	Logger *slog.Logger
+	Poll time.Duration
+	// Started is when this instance started [the process's start]: a
+	// holder hands over only to an instance started after it.
+	Started time.Time
+	Logger  *slog.Logger
 }
+
+// processStart is the default Options.Started.
+var processStart = time.Now()
 
 func (o Options) withDefaults() Options {
 	if o.TTL <= 0 {
@@ -102,6 +154,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Started.IsZero() {
+		o.Started = processStart
 	}
 	return o
 }
@@ -158,9 +213,10 @@ type Lease struct {
 	deadline time.Time // monotonic: stop writing at this instant
 	lostErr  error
 
-	lost chan struct{} // closed on loss or release
-	stop chan struct{}
-	done chan struct{}
+	lost     chan struct{} // closed on loss or release
+	handOver chan struct{} // closed when a newer instance asked for the lease
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // TryAcquire takes the lease if it is free (absent, expired or released)
@@ -180,8 +236,14 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 	if exists && !cur.Expired(time.Now()) && cur.Holder != opts.Holder {
 		return nil, &HeldError{Store: store.String(), Record: cur}
 	}
+	if t, ok := cur.reservedFor(time.Now()); ok && exists && cur.Released() && t.Holder != opts.Holder {
+		// Handed over to a newer instance, which takes it at its next poll.
+		return nil, &HeldError{Store: store.String(), Record: Record{Holder: t.Holder, URL: t.URL, Epoch: cur.Epoch,
+			Expires: t.Until, Started: t.Started}}
+	}
 	sent := time.Now()
-	rec := Record{Holder: opts.Holder, URL: opts.URL, Epoch: cur.Epoch + 1, Expires: sent.Add(opts.TTL).UTC()}
+	rec := Record{Holder: opts.Holder, URL: opts.URL, Epoch: cur.Epoch + 1, Expires: sent.Add(opts.TTL).UTC(),
+		Started: opts.Started.UTC()}
 	body := encode(rec)
 	var info replica.ObjectInfo
 	if exists {
@@ -204,7 +266,7 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 	}
 	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
 		deadline: sent.Add(opts.TTL - opts.margin()),
-		lost:     make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		lost:     make(chan struct{}), handOver: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
 		"previous_holder", cur.Holder)
 	go l.renewLoop()
@@ -255,6 +317,11 @@ func (l *Lease) Valid() bool {
 // Lost is closed when the lease is lost or released.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
+// HandOver is closed when a renewal found a takeover request from a newer
+// instance: the owner should finish what is queued, ship it and Release,
+// which reserves the lease for the requester. Renewals go on meanwhile.
+func (l *Lease) HandOver() <-chan struct{} { return l.handOver }
+
 // Err says why the lease ended (wrapping ErrLost), or nil while it is held.
 func (l *Lease) Err() error {
 	l.mu.Lock()
@@ -272,51 +339,95 @@ func (l *Lease) markLost(err error) {
 }
 
 // renewLoop renews every TTL/3; after a failed attempt it retries every
-// TTL/10 until the local deadline, then declares the lease lost.
+// TTL/10. Past the local deadline without a renewal the lease is suspended
+// (Valid is false: nothing is written or acknowledged) but not given up:
+// the next renewal that succeeds is a conditional replace of the object as
+// this holder last wrote it, which proves nobody took the lease meanwhile,
+// and resumes it; one that finds the object changed ends it (Lost).
 func (l *Lease) renewLoop() {
 	defer close(l.done)
 	interval := l.opts.TTL / 3
+	retry := max(l.opts.TTL/10, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	suspended := false
 	for {
 		l.mu.Lock()
 		deadline := l.deadline
 		l.mu.Unlock()
+		var expire <-chan time.Time
+		if !suspended {
+			expire = time.After(time.Until(deadline))
+		}
 		select {
 		case <-l.stop:
 			return
-		case <-time.After(time.Until(deadline)):
-			l.markLost(fmt.Errorf("%w: no successful renewal of %s in %s before its deadline", ErrLost, Key, l.store))
-			l.opts.Logger.Error("LEASE LOST: could not renew in time; this instance stops writing", "replica", l.store.String())
-			return
+		case <-expire:
+			suspended = true
+			l.opts.Logger.Error("LEASE SUSPENDED: not renewed before its deadline; this instance writes and acknowledges nothing until a renewal proves no other instance took it",
+				"replica", l.store.String())
+			continue
 		case <-timer.C:
 		}
 		err := l.renew(deadline)
 		switch {
 		case err == nil:
+			if suspended {
+				suspended = false
+				l.opts.Logger.Warn("lease renewed after its deadline: no other instance took it; writing again", "replica", l.store.String())
+			}
 			timer.Reset(interval)
 		case errors.Is(err, ErrLost):
 			l.markLost(err)
 			l.opts.Logger.Error("LEASE LOST: another instance took it; this instance stops writing", "replica", l.store.String(), "err", err)
 			return
 		default:
-			l.opts.Logger.Warn("lease renewal failed; retrying before the deadline", "replica", l.store.String(), "err", err,
+			l.opts.Logger.Warn("lease renewal failed; retrying", "replica", l.store.String(), "err", err,
 				"deadline_in", time.Until(deadline).Round(time.Millisecond))
-			timer.Reset(max(l.opts.TTL/10, 10*time.Millisecond))
+			timer.Reset(retry)
 		}
 	}
 }
 
+// awaitRenewal waits while the lease is suspended: until a renewal resumes
+// it, it is lost or released, or ctx ends (its error).
+func (l *Lease) awaitRenewal(ctx context.Context) error {
+	for l.Suspended() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.lost:
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Suspended reports whether the lease missed its deadline without being
+// lost: writes wait (retryable) until a renewal resumes it or it is lost.
+func (l *Lease) Suspended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr == nil && !time.Now().Before(l.deadline)
+}
+
 // renew extends the lease by one TTL from now.
 func (l *Lease) renew(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// Before the deadline a renewal may not outlast it; after it, each
+	// attempt gets half a TTL.
+	until := deadline
+	if !time.Now().Before(deadline) {
+		until = time.Now().Add(l.opts.TTL / 2)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	l.mu.Lock()
 	rec, etag := l.rec, l.etag
 	l.mu.Unlock()
 	sent := time.Now()
 	rec.Expires = sent.Add(l.opts.TTL).UTC()
-	info, err := l.putMine(ctx, rec, etag)
+	rec, info, err := l.putMine(ctx, rec, etag)
 	if err != nil {
 		return err
 	}
@@ -326,28 +437,76 @@ func (l *Lease) renew(deadline time.Time) error {
 	return nil
 }
 
-// putMine replaces the lease if it is still ours. A precondition failure may
-// mean an earlier attempt succeeded but its answer was lost: if the stored
-// record is still ours (same holder and epoch) it adopts its ETag and retries.
-func (l *Lease) putMine(ctx context.Context, rec Record, etag string) (replica.ObjectInfo, error) {
+// putMine replaces the lease if it is still ours and returns what it wrote.
+// A precondition failure may mean an earlier attempt succeeded but its
+// answer was lost, or that a newer instance wrote a takeover request: if the
+// stored record is still ours (same holder and epoch) it adopts its ETag
+// (and the request, which it keeps in every later write and signals on
+// HandOver) and retries.
+func (l *Lease) putMine(ctx context.Context, rec Record, etag string) (Record, replica.ObjectInfo, error) {
 	for attempt := 0; ; attempt++ {
 		body := encode(rec)
 		info, err := l.store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag)
 		if err == nil {
-			return info, nil
+			return rec, info, nil
 		}
 		if !errors.Is(err, replica.ErrPreconditionFailed) && !errors.Is(err, replica.ErrNotFound) {
-			return replica.ObjectInfo{}, err
+			return rec, replica.ObjectInfo{}, err
 		}
 		cur, curTag, rerr := Read(ctx, l.store)
 		if rerr != nil && !errors.Is(rerr, replica.ErrNotFound) {
-			return replica.ObjectInfo{}, rerr
+			return rec, replica.ObjectInfo{}, rerr
 		}
 		if rerr != nil || cur.Holder != rec.Holder || cur.Epoch != rec.Epoch || cur.Released() || attempt > 2 {
-			return replica.ObjectInfo{}, fmt.Errorf("%w: %s in %s now names holder %q epoch %d", ErrLost, Key, l.store, cur.Holder, cur.Epoch)
+			return rec, replica.ObjectInfo{}, fmt.Errorf("%w: %s in %s now names holder %q epoch %d", ErrLost, Key, l.store, cur.Holder, cur.Epoch)
+		}
+		if t := cur.Takeover; t != nil && newer(t.Started, t.Holder, l.opts.Started, rec.Holder) && time.Now().Before(t.Until) {
+			rec.Takeover = t
+			l.signalHandOver(*t)
 		}
 		etag = curTag
 	}
+}
+
+func (l *Lease) signalHandOver(t Takeover) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.handOver:
+	default:
+		l.opts.Logger.Info("a newer instance asks for the lease; handing over once what is queued is shipped",
+			"replica", l.store.String(), "to", t.Holder, "url", t.URL)
+		close(l.handOver)
+	}
+}
+
+// RequestTakeover asks the holder of the lease, if it started before this
+// instance (opts.Started), to hand the lease over at its next renewal. It
+// reports whether a request of this instance is in place. It keeps the
+// stored expiry: asking never extends nor shortens the holder's lease.
+func RequestTakeover(ctx context.Context, store replica.Store, opts Options) (bool, error) {
+	opts = opts.withDefaults()
+	cur, etag, err := Read(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	if cur.Holder == opts.Holder || cur.Expired(now) || !newer(opts.Started, opts.Holder, cur.Started, cur.Holder) {
+		return false, nil
+	}
+	if t := cur.Takeover; t != nil && now.Before(t.Until) {
+		return t.Holder == opts.Holder, nil // one request at a time; the newest requester asks again when it lapses
+	}
+	cur.Takeover = &Takeover{Holder: opts.Holder, URL: opts.URL, Started: opts.Started.UTC(), Until: now.Add(2 * opts.TTL).UTC()}
+	body := encode(cur)
+	if _, err := store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag); err != nil {
+		if errors.Is(err, replica.ErrPreconditionFailed) || errors.Is(err, replica.ErrNotFound) {
+			return false, nil // changed meanwhile (a renewal): asked again at the next poll
+		}
+		return false, fmt.Errorf("request takeover of %s in %s: %w", Key, store, err)
+	}
+	opts.Logger.Info("asked the lease holder to hand over", "replica", store.String(), "holder", cur.Holder, "epoch", cur.Epoch)
+	return true, nil
 }
 
 // Release stops renewing and marks the lease free (expiry in the past) so a
@@ -368,7 +527,10 @@ func (l *Lease) Release(ctx context.Context) error {
 	rec, etag := l.rec, l.etag
 	l.mu.Unlock()
 	rec.Expires = time.Unix(1, 0).UTC()
-	if _, err := l.putMine(ctx, rec, etag); err != nil {
+	if rec.Takeover != nil { // reserved for the requester until it lapses
+		rec.Takeover.Until = time.Now().Add(l.opts.TTL).UTC()
+	}
+	if _, _, err := l.putMine(ctx, rec, etag); err != nil {
 		return fmt.Errorf("release lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.rec.Expires.Format(time.RFC3339))
 	}
 	l.opts.Logger.Info("lease released", "replica", l.store.String(), "holder", rec.Holder, "epoch", rec.Epoch)

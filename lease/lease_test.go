@@ -233,8 +233,9 @@ func TestHolderLosesWhenOverwritten(t *testing.T) {
 	})
 }
 
-// A holder cut off from the store stops before anyone else may take over,
-// and gets a new lease once the store is back.
+// A holder cut off from the store stops writing before anyone else may take
+// over (suspended, not lost), and resumes once the store is back, since a
+// conditional replace proves nobody took the lease meanwhile.
 func TestHolderStopsWhenStoreUnreachable(t *testing.T) {
 	m := testenv.MinIO(t)
 	store := minioStore(t)
@@ -246,24 +247,72 @@ func TestHolderStopsWhenStoreUnreachable(t *testing.T) {
 	rec := a.Record()
 	m.Stop()
 	defer m.Start()
-	select {
-	case <-a.Lost():
-	case <-time.After(3 * testTTL):
-		t.Fatal("holder kept the lease while the store was unreachable")
+	for a.Valid() {
+		time.Sleep(5 * time.Millisecond)
 	}
 	// The holder stopped before the stored expiry plus one renewal period:
 	// the last renewal's expiry is at most rec.Expires + TTL.
 	if time.Now().After(rec.Expires.Add(testTTL)) {
-		t.Fatalf("lost at %s, after the latest possible expiry %s", time.Now(), rec.Expires.Add(testTTL))
+		t.Fatalf("stopped at %s, after the latest possible expiry %s", time.Now(), rec.Expires.Add(testTTL))
+	}
+	if !a.Suspended() {
+		t.Fatalf("not valid but not suspended either: %v", a.Err())
 	}
 	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * testTTL); !a.Valid(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("holder did not resume after MinIO came back: %v", a.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-a.Lost():
+		t.Fatal("holder lost a lease nobody took")
+	default:
+	}
+	if got := a.Record(); got.Epoch != rec.Epoch {
+		t.Fatalf("epoch %d after resuming, want %d", got.Epoch, rec.Epoch)
+	}
+	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*testTTL)
 	defer cancel()
 	b, err := Acquire(actx, store, opts("b"), nil)
 	if err != nil {
-		t.Fatalf("acquire after MinIO came back: %v", err)
+		t.Fatalf("acquire after the release: %v", err)
 	}
 	b.Release(ctx)
+}
+
+// A suspended holder whose lease another instance took meanwhile learns it
+// at its next renewal: lost, never resumed.
+func TestSuspendedHolderLosesToANewHolder(t *testing.T) {
+	store, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := TryAcquire(ctx, store, opts("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.crash() // stops renewing, as a paused process would
+	time.Sleep(time.Until(a.Record().Expires) + 10*time.Millisecond)
+	b, err := TryAcquire(ctx, store, opts("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release(ctx)
+	if a.Valid() {
+		t.Fatal("a is valid past its deadline")
+	}
+	a.mu.Lock()
+	deadline := a.deadline
+	a.mu.Unlock()
+	if err := a.renew(deadline); !errors.Is(err, ErrLost) {
+		t.Fatalf("renewal of a taken lease = %v, want ErrLost", err)
+	}
 }

@@ -20,9 +20,10 @@ type Table struct {
 	onTaken func(ctx context.Context, name string) error
 	mu      sync.Mutex
 	held    map[string]*Lease
-	seen    map[string]Record // holder last seen, for databases waited on
-	wait    map[string]bool   // a waiter goroutine runs
-	ctx     context.Context   // ends on Close: waiters stop
+	seen    map[string]Record    // holder last seen, for databases waited on
+	wait    map[string]bool      // a waiter goroutine runs
+	wanted  map[string]time.Time // last TryAcquire of a database waited on: a waiter stops once nobody asks
+	ctx     context.Context      // ends on Close: waiters stop
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -35,8 +36,9 @@ func NewTable(opts Options, log *slog.Logger, onTaken func(ctx context.Context, 
 		log = slog.Default()
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	opts = opts.withDefaults()
 	return &Table{opts: opts, log: log, onTaken: onTaken, held: map[string]*Lease{}, seen: map[string]Record{},
-		wait: map[string]bool{}, ctx: ctx, stop: stop}
+		wait: map[string]bool{}, wanted: map[string]time.Time{}, ctx: ctx, stop: stop}
 }
 
 // SetURL sets the URL written into leases taken from now on.
@@ -64,6 +66,7 @@ func (t *Table) TryAcquire(ctx context.Context, name string, store replica.Store
 		t.mu.Unlock()
 		return func() {}, nil // taken by the waiter, which is opening it
 	}
+	t.wanted[name] = time.Now()
 	if t.wait[name] {
 		rec := t.seen[name]
 		t.mu.Unlock()
@@ -74,6 +77,7 @@ func (t *Table) TryAcquire(ctx context.Context, name string, store replica.Store
 	l, err := TryAcquire(ctx, store, opts)
 	var held *HeldError
 	if errors.As(err, &held) && t.onTaken != nil {
+		t.requestTakeover(ctx, name, store, held.Record)
 		t.Wait(name, store, held.Record)
 	}
 	if err != nil {
@@ -107,8 +111,32 @@ func (t *Table) put(name string, l *Lease) {
 	t.mu.Unlock()
 }
 
-// Wait waits for name's lease in the background (once per name), then
-// hands the database to OnTaken. holder is the one seen last.
+// requestTakeover asks an older holder to hand name over (a deploy's new
+// instance wins); an error only delays the request to the next poll.
+func (t *Table) requestTakeover(ctx context.Context, name string, store replica.Store, holder Record) {
+	t.mu.Lock()
+	opts := t.opts
+	t.mu.Unlock()
+	if holder.Holder == opts.Holder || !newer(opts.Started, opts.Holder, holder.Started, holder.Holder) {
+		return
+	}
+	if r := holder.Takeover; r != nil && r.Holder == opts.Holder && time.Now().Before(r.Until) {
+		return // asked already
+	}
+	if _, err := RequestTakeover(ctx, store, opts); err != nil {
+		t.log.Warn("asking the lease holder to hand over failed; asking again at the next poll", "db", name, "err", err)
+	}
+}
+
+// waitInterest is how long a waiter keeps polling a held lease after the
+// last request for its database: an instance nobody asks for a database
+// stops polling it (idle costs nothing); the next request starts again.
+func (t *Table) waitInterest() time.Duration { return 3 * t.opts.TTL }
+
+// Wait waits for name's lease in the background (once per name), asking
+// an older holder to hand over, then hands the database to OnTaken. It
+// gives up once nobody has asked for the database for waitInterest.
+// holder is the one seen last.
 func (t *Table) Wait(name string, store replica.Store, holder Record) {
 	t.mu.Lock()
 	t.seen[name] = holder
@@ -117,6 +145,9 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 		return
 	}
 	t.wait[name] = true
+	if _, ok := t.wanted[name]; !ok {
+		t.wanted[name] = time.Now()
+	}
 	opts := t.opts
 	t.wg.Add(1)
 	t.mu.Unlock()
@@ -124,21 +155,34 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 	log.Info("another instance holds the lease; waiting for it", "holder", holder.Holder, "url", holder.URL, "epoch", holder.Epoch)
 	go func() {
 		defer t.wg.Done()
-		l, err := Acquire(t.ctx, store, opts, func(r Record) {
+		ctx, cancel := context.WithCancel(t.ctx)
+		defer cancel()
+		l, err := Acquire(ctx, store, opts, func(r Record) {
 			t.mu.Lock()
 			t.seen[name] = r
+			idle := time.Since(t.wanted[name]) > t.waitInterest()
 			t.mu.Unlock()
+			if idle {
+				cancel()
+				return
+			}
+			t.requestTakeover(ctx, name, store, r)
 		})
-		if err != nil { // closing
+		if err != nil { // closing, or nobody asks any more
 			t.mu.Lock()
 			t.wait[name] = false
+			delete(t.wanted, name)
 			t.mu.Unlock()
+			if t.ctx.Err() == nil {
+				log.Info("stopped waiting for the lease: no request for the database any more")
+			}
 			return
 		}
 		t.mu.Lock()
 		t.held[name] = l
 		t.wait[name] = false
 		delete(t.seen, name)
+		delete(t.wanted, name)
 		t.mu.Unlock()
 		log.Info("took the lease; catching up from the bucket", "epoch", l.Record().Epoch)
 		if err := t.onTaken(t.ctx, name); err != nil {

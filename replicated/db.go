@@ -3,11 +3,13 @@ package replicated
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/superfly/ltx"
 
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/lease"
 )
 
 // tailCheckTimeout bounds the check Open starts in the background.
@@ -51,16 +53,35 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // Sync ships every committed frame not shipped yet and returns the position
 // the store has accepted. Once the lease is lost, the upload is refused and
 // the error matches engine.ErrFenced, as when another writer took the TXID.
+// An upload the store accepted only after the lease's deadline returns the
+// new position with an error matching lease.ErrLate: it is in the history,
+// but another instance may hold the lease by now, so it acknowledges nothing.
 func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
+	before := d.eng.Pos()
 	pos, err := d.eng.Sync(ctx)
-	if d.core.opts.Lease != nil && errors.Is(err, engine.ErrFenced) {
-		d.core.leaseLost(err)
+	l := d.core.opts.Lease
+	if l == nil {
+		return pos, err
+	}
+	if errors.Is(err, engine.ErrFenced) {
+		d.core.historyTaken(err)
+	} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
+		// Lost or suspended: the lease decides what follows (a renewal
+		// resumes it, or Lost ends the write role).
+		err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
 	}
 	if err == nil {
 		// Acknowledged means restorable: see heal.go.
 		err = d.core.restorable(ctx, pos)
 	}
 	return pos, err
+}
+
+// Writable reports whether this instance may still write (and serve reads
+// of its local copy): no lease, or a lease still valid.
+func (d *DB) Writable() bool {
+	l := d.core.opts.Lease
+	return l == nil || l.Valid()
 }
 
 // Changed reports whether Sync has anything to upload, without a store
@@ -84,4 +105,11 @@ func (d *DB) Close(ctx context.Context, forget bool) error {
 	err := d.eng.Close(ctx)
 	d.core.finish(ctx, !forget)
 	return err
+}
+
+// CloseKeepLease closes like Close but leaves the lease held, for a
+// database reopened under it at once (OnHistoryTaken).
+func (d *DB) CloseKeepLease(ctx context.Context) error {
+	d.core.keepLease.Store(true)
+	return d.Close(ctx, true)
 }

@@ -42,6 +42,19 @@ type Options struct {
 	// (with a lease) an upload was fenced by another writer. A shutdown's
 	// own release is not a loss.
 	OnLeaseLost func(cause error)
+	// OnHandOver is called once, on a goroutine of its own, when a newer
+	// instance asked for the lease (lease.Lease.HandOver): the owner
+	// finishes what is queued and closes the database, which releases the
+	// lease reserved for the requester.
+	OnHandOver func()
+	// OnHistoryTaken is called once, on a goroutine of its own, when an
+	// upload was fenced while the lease still holds: a previous holder's
+	// late upload took the TXID (it is in the one history, and that holder
+	// may have acknowledged it). The owner drops its unshipped commits,
+	// which nobody was told were durable, and catches up from the bucket
+	// under the same lease (CloseKeepLease). Without it, this is a loss
+	// (OnLeaseLost).
+	OnHistoryTaken func(cause error)
 	// RequireMatch makes Open fail with an error matching engine.ErrDiverged
 	// when the local file and the replica differ (DB only).
 	RequireMatch bool
@@ -98,10 +111,11 @@ type core struct {
 	snapshot func(context.Context) (replica.LTXFile, error)
 	hs       healState
 
-	closing  atomic.Bool
-	closed   chan struct{} // ends the lease watch
-	lostOnce sync.Once
-	finished sync.Once
+	closing   atomic.Bool
+	keepLease atomic.Bool   // finish leaves the lease held (CloseKeepLease)
+	closed    chan struct{} // ends the lease watch
+	lostOnce  sync.Once
+	finished  sync.Once
 }
 
 func newCore(opts Options) *core {
@@ -147,15 +161,38 @@ func (c *core) start(ctx context.Context) {
 	}
 	if l := c.opts.Lease; l != nil {
 		go func() {
-			select {
-			case <-l.Lost():
-				if !c.closing.Load() {
-					c.leaseLost(l.Err())
+			handOver := l.HandOver()
+			for {
+				select {
+				case <-l.Lost():
+					if !c.closing.Load() {
+						c.leaseLost(l.Err())
+					}
+					return
+				case <-handOver:
+					handOver = nil
+					if c.opts.OnHandOver != nil && !c.closing.Load() {
+						go c.opts.OnHandOver()
+					}
+				case <-c.closed:
+					return
 				}
-			case <-c.closed:
 			}
 		}()
 	}
+}
+
+// historyTaken reports a fenced upload: a previous holder's late file when
+// the lease still holds, else the end of the write role.
+func (c *core) historyTaken(cause error) {
+	if l := c.opts.Lease; l != nil && l.Valid() && c.opts.OnHistoryTaken != nil {
+		if c.closing.Load() {
+			return
+		}
+		c.lostOnce.Do(func() { go c.opts.OnHistoryTaken(cause) })
+		return
+	}
+	c.leaseLost(cause)
 }
 
 // leaseLost reports the end of the write role, once.
@@ -164,6 +201,19 @@ func (c *core) leaseLost(cause error) {
 		return
 	}
 	c.lostOnce.Do(func() { go c.opts.OnLeaseLost(cause) })
+}
+
+// flushLevel0 folds this run's per-sync files into one, so the next open
+// restores from a few objects rather than one per sync (bounded).
+func (c *core) flushLevel0(ctx context.Context) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
+	defer cancel()
+	switch err := c.comp.Flush(fctx, time.Now(), shutdownFlushMaxBytes); {
+	case errors.Is(err, compact.ErrFlushTooLarge):
+		c.log.Info("level 0 left for the next start to compact; every change was shipped", "reason", err)
+	case err != nil:
+		c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
+	}
 }
 
 // finish runs after the final upload: it stops compaction, merging level 0
@@ -177,28 +227,23 @@ func (c *core) finish(ctx context.Context, flush bool) {
 		case c.compRelease != nil:
 			// The scheduler merges a released database's level 0 later, on
 			// its own: not for a replica whose lease is released next, which
-			// another instance may own by then.
+			// another instance may own by then; that one is merged now,
+			// bounded, while the lease still holds.
 			c.compRelease(flush && c.opts.Lease == nil)
+			if flush && c.opts.Lease != nil {
+				c.flushLevel0(ctx)
+			}
 		case c.compStop != nil:
 			c.compStop()
 			<-c.compDone
 			if flush {
-				// Fold this run's per-sync files into one, so the next boot
-				// restores from a few objects rather than one per sync.
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlushTimeout)
-				switch err := c.comp.Flush(fctx, time.Now(), shutdownFlushMaxBytes); {
-				case errors.Is(err, compact.ErrFlushTooLarge):
-					c.log.Info("level 0 left for the next start to compact; every change was shipped", "reason", err)
-				case err != nil:
-					c.log.Warn("could not compact on shutdown; every change was shipped, only restores read more files", "err", err)
-				}
-				cancel()
+				c.flushLevel0(ctx)
 			}
 		}
 		if c.comp != nil {
 			c.comp.Close()
 		}
-		if l := c.opts.Lease; l != nil {
+		if l := c.opts.Lease; l != nil && !c.keepLease.Load() {
 			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			if err := l.Release(rctx); err != nil {
 				c.log.Warn("releasing the lease failed; the next holder waits for it to expire", "err", err)

@@ -163,6 +163,10 @@ func Defaults() Config {
 		Replica:    "", // DefaultReplica(DataDir) once flags have set the data directory
 		Listen:     "127.0.0.1:8080",
 		Durability: "sync",
+		// Leases on: two overlapping instances (every deploy of a platform
+		// that starts the new revision before stopping the old) never both
+		// write a database; an idle database holds no lease (server/lease.go).
+		Lease: LeaseConfig{Enabled: true},
 	}
 }
 

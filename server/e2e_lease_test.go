@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/internal/testenv"
+	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/replicaurl"
 	"github.com/sluicedb/sluice/restore"
@@ -217,10 +218,13 @@ func TestServeOverlapKill9TakesOverAfterTTL(t *testing.T) {
 	checkCounts(t, url, b, counts, false)
 }
 
-// Read-your-writes through a non-leader: the bookmark of a write on a is
-// reached by a read on b.
+// Read-your-writes through a non-leader: the bookmark of a write on the
+// writer is reached by a read on the other instance. b, the newer
+// instance, asked a for the lease at its first request and writes now.
 func TestServeReadYourWritesOnNonLeader(t *testing.T) {
-	_, a, b, _ := startPair(t)
+	url, older, newer, _ := startPair(t)
+	waitHolder(t, url, newer)
+	a, b := newer, older
 	for i := 0; i < 20; i++ {
 		resp, err := http.Post(a.base+"/v1/databases/default/query", "application/json", strings.NewReader(incrementSQL))
 		if err != nil {
@@ -247,6 +251,27 @@ func TestServeReadYourWritesOnNonLeader(t *testing.T) {
 		if err != nil || written == 0 || read < written {
 			t.Fatalf("b answered with bookmark %q, the write had %q", r2.Header.Get("Sluice-Bookmark"), bookmark)
 		}
+	}
+}
+
+// waitHolder waits until p holds the default database's lease.
+func waitHolder(t *testing.T, url string, p *serveProc) {
+	t.Helper()
+	store, err := replicaurl.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	want := "-" + strconv.Itoa(p.cmd.Process.Pid) + "-"
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		rec, _, err := lease.Read(context.Background(), replica.Sub(store, "default"))
+		if err == nil && strings.Contains(rec.Holder, want) && !rec.Released() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the newer instance did not take the lease over: %+v %v\n%s", rec, err, p.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -21,11 +21,15 @@ import (
 // local follower, or at the writer) and hands this instance's databases off
 // on shutdown.
 
-// LeaseConfig configures leases (on unless Disabled).
+// LeaseConfig configures leases.
 type LeaseConfig struct {
-	// Enabled turns on multi-instance mode. Off by default: the holder renews
-	// its lease (one conditional PUT every TTL/3), which a single instance
-	// does not need and which would break "idle costs nothing".
+	// Enabled (the default) writes a database only while holding its lease,
+	// so overlapping instances (a deploy) never both write it. The lease is
+	// taken when a database opens for writing and released when it closes
+	// for being idle (database-idle-timeout), so an idle database costs no
+	// request; a newer instance that gets a request for a database an older
+	// one holds asks it to hand over (package lease) and becomes the writer
+	// within one renewal interval, with or without a route between them.
 	Enabled        bool     `yaml:"enabled"`
 	TTL            Duration `yaml:"ttl"`             // default 10s
 	Advertise      string   `yaml:"advertise"`       // URL other instances forward to; default http://<listen address>

@@ -71,7 +71,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "serve a non-loopback listen address without any token (default: a generated one)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
-	leaseOn := fs.Bool("lease", false, "multi-instance mode: write a database only while holding its lease in the bucket; forward writes to the holder")
+	leaseOn := fs.Bool("lease", true, "write a database only while holding its lease in the bucket (taken on first use, released when idle): overlapping instances hand over to the newer one and forward writes to the holder; -lease=false for a single instance that must never wait for one")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "lease time-to-live (renewed every third of it)")
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")

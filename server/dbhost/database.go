@@ -38,7 +38,9 @@ type database struct {
 	sessions map[*session]struct{}
 	turn     *groupcommit.Turn // the write order of groups and writing sessions (turn.go)
 
-	deleting atomic.Bool // Delete is closing it: its replica may be purged next
+	deleting  atomic.Bool // Delete is closing it: its replica may be purged next
+	keepLease atomic.Bool // closed to be reopened at once under the same lease
+	retiring  atomic.Bool // closed as it stops being the writer: no compaction on the way out
 
 	// What the database needs of its host, given at open so that nothing
 	// here reaches back into the registry.
@@ -68,6 +70,10 @@ func (db *database) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Book
 		return 0, db.unavailable("closing; retry")
 	}
 	defer db.gate.RUnlock()
+	if db.commits.Fenced() || !db.rep.Writable() {
+		// The local copy may hold commits the bucket never got: never read it.
+		return 0, db.unavailable("this instance is no longer its writer; retry")
+	}
 	db.inflight.Add(1)
 	defer db.inflight.Add(-1)
 	db.touch()
@@ -90,6 +96,10 @@ func (db *database) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Book
 func (db *database) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
 	if db.commits.Fenced() {
 		return 0, groupcommit.FencedError(db.name)
+	}
+	if !db.rep.Writable() {
+		// The lease missed its deadline: commit nothing that may never ship.
+		return 0, db.unavailable("this instance's lease is not renewed (the store does not answer, or another instance takes over); the write was not applied; retry")
 	}
 	db.gate.RLock()
 	if db.closed {
@@ -158,6 +168,20 @@ func (db *database) close(ctx context.Context) error {
 	return db.finishClose(ctx)
 }
 
+// retire closes db for good as a writer: requests that find it closed ask
+// the host again (as after an eviction), which sends them to the writer.
+func (db *database) retire(ctx context.Context) error {
+	db.gate.Lock()
+	already := db.closed
+	db.closed, db.evicted = true, true
+	db.gate.Unlock()
+	if already {
+		db.commits.Close()
+		return nil
+	}
+	return db.finishClose(ctx)
+}
+
 // finishClose lets the write path drain what was queued (run, shipped,
 // answered), then closes sessions, the replication (its final Sync) and
 // connections.
@@ -175,7 +199,12 @@ func (db *database) finishClose(ctx context.Context) error {
 	// The final upload, then compaction stopped and the lease released.
 	// Merging level 0 afterwards is for a replica this process keeps: not
 	// one about to be purged (nor one whose lease passes on: replicated.DB).
-	err := db.rep.Close(ctx, db.deleting.Load())
+	var err error
+	if db.keepLease.Load() {
+		err = db.rep.CloseKeepLease(ctx)
+	} else {
+		err = db.rep.Close(ctx, db.deleting.Load() || db.retiring.Load())
+	}
 	db.writer.Close()
 	close(db.readers)
 	for c := range db.readers {

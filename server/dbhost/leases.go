@@ -70,35 +70,88 @@ func (h *Host) acquireLease(ctx context.Context, name string, store replica.Stor
 
 // demote is the database's reaction to losing l (replicated.Options.
 // OnLeaseLost, called once, on its own goroutine): the lease guard already
-// refuses every write, so it takes the database out of service, drops its
-// local files (the bucket is the truth) and waits for the lease again.
+// refuses every write, so it takes the database out of service and drops
+// its local files (the bucket is the truth; its unshipped commits were
+// never acknowledged). The next request asks for the lease again and, the
+// lease being held elsewhere, goes to the writer.
 func (h *Host) demote(db *database, l *lease.Lease, cause error) {
 	if h.isClosed() {
 		return
 	}
-	log := h.opts.Logger.With("db", db.name)
-	log.Error("this instance lost the write role; nothing more is acknowledged here. Dropping the local copy and following the new holder",
-		"err", cause)
+	h.opts.Logger.Warn("this instance lost the write role; nothing more is acknowledged here. Dropping the local copy; requests go to the new writer",
+		"db", db.name, "err", cause)
+	h.retireWriter(db, l, true, false)
+}
+
+// handOver is the database's reaction to a takeover request from a newer
+// instance (replicated.Options.OnHandOver): it finishes what is queued,
+// ships it and closes, which releases the lease reserved for the
+// requester. The local file matches the bucket and stays.
+func (h *Host) handOver(db *database, l *lease.Lease) {
+	if h.isClosed() {
+		return
+	}
+	h.opts.Logger.Info("handing the database over to a newer instance", "db", db.name)
+	h.retireWriter(db, l, false, false)
+}
+
+// adoptHistory is the reaction to a fenced upload while the lease still
+// holds (replicated.Options.OnHistoryTaken): the previous holder's late
+// file took the TXID. That file is in the one history (its writer may have
+// acknowledged it); this instance's unshipped commits are not (they were
+// answered retryable, never acknowledged). It drops the local copy and
+// reopens from the bucket under the same lease.
+func (h *Host) adoptHistory(db *database, l *lease.Lease, cause error) {
+	if h.isClosed() {
+		return
+	}
+	h.opts.Logger.Warn("a previous writer's late upload took the next TXID; adopting it: this instance's unshipped commits (never acknowledged) are dropped and the database catches up from the bucket",
+		"db", db.name, "err", cause)
+	if h.retireWriter(db, l, true, true) && l.Valid() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := h.Get(ctx, db.name); err != nil {
+			h.opts.Logger.Warn("reopening after adopting the previous writer's upload failed; the next request tries again", "db", db.name, "err", err)
+		}
+	}
+}
+
+// retireWriter takes db out of the table and closes it (queued writes are
+// run and shipped, or answered retryable once fenced); drop removes the
+// local files, keep leaves the lease held. It reports whether db was still
+// this host's.
+func (h *Host) retireWriter(db *database, l *lease.Lease, drop, keep bool) bool {
 	unlock := h.lock(db.name)
+	defer unlock()
 	h.mu.Lock()
-	mine := h.dbs[db.name] == db
+	mine := h.dbs[db.name] == db && !h.closed
 	if mine {
 		delete(h.dbs, db.name)
+		h.evicting.Add(1)
 	}
 	h.mu.Unlock()
 	if mine {
-		db.commits.Fence()
+		defer h.evicting.Done()
+		if drop {
+			db.commits.Fence()
+		}
+		db.keepLease.Store(keep)
+		db.retiring.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = db.close(ctx)
+		if err := db.retire(ctx); err != nil {
+			h.opts.Logger.Warn("closing the database as it stops being the writer", "db", db.name, "err", err)
+		}
 		cancel()
-		for _, suffix := range localFileSuffixes {
-			_ = os.Remove(db.path + suffix)
+		if drop {
+			for _, suffix := range localFileSuffixes {
+				_ = os.Remove(db.path + suffix)
+			}
 		}
 	}
-	h.leases.Forget(db.name, l)
-	unlock()
-	rec, _, _ := lease.Read(context.Background(), db.store)
-	h.leases.Wait(db.name, db.store, rec)
+	if !keep { // the close released it (or it was lost)
+		h.leases.Forget(db.name, l)
+	}
+	return mine
 }
 
 // followOnlyLeader is Get's answer in FollowOnly mode: the current lease

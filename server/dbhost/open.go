@@ -90,7 +90,7 @@ func createEmpty(path string) error {
 }
 
 // start opens its replication and connections; on a diverged local file
-// (sync mode: the bucket is the truth) it moves the file aside and restores.
+// (sync mode: the bucket is the truth) it drops the file and restores.
 func (h *Host) start(ctx context.Context, name, path string, store replica.Store, log *slog.Logger) (*database, error) {
 	release, err := h.reserveSlot(ctx, name)
 	if err != nil {
@@ -102,12 +102,14 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 	db.touch()
 	rep, err := h.openReplication(ctx, db)
 	if h.opts.Replication.diverged(err) {
-		aside := fmt.Sprintf("%s.diverged-%d", path, time.Now().Unix())
-		log.Warn("local database differs from its replica; moving it aside and restoring the replica (the bucket is the truth in sync mode)",
-			"aside", aside, "err", err)
+		// Sync mode: only what the bucket holds was ever acknowledged, so the
+		// local file's extra commits are dropped (not kept aside: a copy per
+		// reopen would pile up) and the replica is restored.
+		log.Warn("local database differs from its replica; dropping its unshipped commits (none was acknowledged: the bucket is the truth in sync mode) and restoring the replica",
+			"err", err)
 		for _, suffix := range localFileSuffixes {
-			if rerr := os.Rename(path+suffix, aside+suffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-				return nil, dberr.New(dberr.CodeInternal, "move diverged database aside: "+rerr.Error())
+			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				return nil, dberr.New(dberr.CodeInternal, "remove diverged database: "+rerr.Error())
 			}
 		}
 		if _, rerr := h.restore(ctx, store, path, log); rerr != nil {

@@ -53,6 +53,8 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		if l := h.leases.Lease(db.name); l != nil {
 			opts.Lease = l
 			opts.OnLeaseLost = func(cause error) { h.demote(db, l, cause) }
+			opts.OnHandOver = func() { h.handOver(db, l) }
+			opts.OnHistoryTaken = func(cause error) { h.adoptHistory(db, l, cause) }
 		}
 	}
 	return replicated.Open(ctx, db.path, opts)

@@ -171,11 +171,11 @@ func TestFencedDatabaseStopsTakingWrites(t *testing.T) {
 		return err
 	})
 	var e *dberr.Error
-	if !errors.As(err, &e) || httperr.Status(e) != 503 || !strings.Contains(e.Message, "fenced") {
-		t.Fatalf("write on the fenced host: got %v, want 503 fenced", err)
+	if !errors.As(err, &e) || httperr.Status(e) != 503 || !strings.Contains(e.Message, "no longer its writer") {
+		t.Fatalf("write on the fenced host: got %v, want 503 no longer its writer", err)
 	}
 	_, err = dbA.Submit(context.Background(), func(c sqlconn.Conn) error { return nil })
-	if !errors.As(err, &e) || !strings.Contains(e.Message, "fenced") {
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "no longer its writer") {
 		t.Fatalf("later write on the fenced host: got %v", err)
 	}
 	if got := restoredCount(t, store, "SELECT count(*) FROM t WHERE x = 'a'"); got != 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/lease"
 )
 
 // runShipper makes committed groups durable. It takes every group committed
@@ -158,7 +159,7 @@ func (c *Committer) shipExternal(failing bool, mark uint64) bool {
 		return false
 	case errors.Is(err, engine.ErrFenced):
 		c.fenced.Store(true)
-		c.log.Error("FENCED: another writer owns the replica; this database takes no more writes",
+		c.log.Warn("this instance is no longer the database's writer; it takes no more writes",
 			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
 	case !failing:
 		c.log.Warn("shipping commits made to the file by another process failed; retrying every poll",
@@ -189,9 +190,16 @@ func (c *Committer) ship(groups []*group) error {
 		c.noteShipped(len(groups))
 	case errors.Is(err, engine.ErrFenced):
 		c.fenced.Store(true)
-		c.log.Error("FENCED: another writer owns the replica; this database takes no more writes and acknowledges nothing it could not upload",
+		c.log.Warn("this instance is no longer the database's writer: the upload was refused, its writes were not applied and are answered retryable",
 			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
 		answer = FencedError(c.name)
+	case errors.Is(err, lease.ErrLate):
+		// In the history, but possibly after another instance took the
+		// lease: not acknowledged, and never to be run again. The lease
+		// decides what follows (resumed, or lost: the write role ends).
+		c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
+			"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
+		answer = lateUpload(c.name, pos.TXID)
 	default:
 		c.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
 			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
