@@ -109,9 +109,12 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	if err := dbhost.ValidateName(name); err != nil {
 		return nil, err
 	}
-	txid, err := Resolve(ctx, c.opts.Store, name, p)
-	if err != nil {
-		return nil, err
+	txid := p.TXID
+	if !c.built(key{name, txid}) { // a TXID's state never changes: one built is valid as it is
+		var err error
+		if txid, err = Resolve(ctx, c.opts.Store, name, p); err != nil {
+			return nil, err
+		}
 	}
 	k := key{name, txid}
 	e, err := c.acquire(ctx, k)
@@ -120,6 +123,17 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	}
 	c.release(e)
 	return &View{c: c, k: k}, nil
+}
+
+// built reports whether k's state is restored and cached.
+func (c *Cache) built(k key) bool {
+	if k.txid == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[k]
+	return e != nil && isDone(e) && e.err == nil
 }
 
 // acquire returns k's built state, building it if no one is; the caller
