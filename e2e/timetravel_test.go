@@ -96,9 +96,21 @@ func TestTimeTravelReadsAndBranches(t *testing.T) {
 				t.Errorf("@libsql/client write at %s: %s, want a SQLITE_READONLY refusal", at, w)
 			}
 			checked++
+			out = runScript(t, target{kind: "sluice", http: "ws://" + host + "/db/src@" + at + "/", work: t.TempDir()},
+				[]string{"NODE_PATH=" + filepath.Join(toolsDir(), "node_modules"), "LIBSQL_AUTH_TOKEN=" + rw}, "node", "timetravel/read.js")
+			if got := jsonInts(out["ids"]); !reflect.DeepEqual(got, pt.ids) {
+				t.Errorf("@libsql/client over WebSocket at %s: ids %v, want %v (%v)", at, got, pt.ids, out)
+			}
+			if got := jsonInts(out["batch"]); !reflect.DeepEqual(got, []int{len(pt.ids), pt.ids[len(pt.ids)-1]}) {
+				t.Errorf("@libsql/client over WebSocket, batch at %s: %v", at, out["batch"])
+			}
+			if w := fmt.Sprint(out["write"]); !strings.Contains(w, "READONLY") {
+				t.Errorf("@libsql/client over WebSocket, write at %s: %s, want a SQLITE_READONLY refusal", at, w)
+			}
+			checked++
 		}
 	}
-	t.Logf("%d past points checked (%d through the JSON API, %d through @libsql/client)", checked, checked/2, checked/2)
+	t.Logf("%d past points checked (%d each through the JSON API, @libsql/client over HTTP and over WebSocket)", checked, checked/3)
 
 	// A write at a past point is refused, even with a read-write token.
 	if st, body := ttCall(t, "POST", base+"/v1/databases/src/query?at="+points[1].txid, rw, `{"sql":"INSERT INTO t(v) VALUES ('x')"}`); st != 403 || !strings.Contains(body, "SQLITE_READONLY") {

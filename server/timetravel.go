@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -16,6 +17,8 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/ws"
 	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/jsonapi"
 	"github.com/sluicedb/sluice/server/timetravel"
@@ -99,6 +102,25 @@ func (s *Server) hranaAt(next http.HandlerFunc) http.HandlerFunc {
 		w.Header().Set(dbhost.BookmarkHeader, strconv.FormatUint(uint64(dbhost.CurrentBookmark(db)), 10))
 		ctx := hrana.WithOwner(hrana.WithDatabase(r.Context(), db), owner)
 		s.hrana.ServeHTTP(w, r.WithContext(ctx))
+	}
+}
+
+// pastWebSocket makes authorize's grants open database name at point at:
+// the credential is checked as for the database itself.
+func (s *Server) pastWebSocket(authorize ws.Authorizer, name, at string) ws.Authorizer {
+	return func(ctx context.Context, jwt string) (*ws.Grant, *proto.Error) {
+		g, perr := authorize(ctx, jwt)
+		if perr != nil {
+			return nil, perr
+		}
+		g.Open = func(ctx context.Context) (dbhost.Database, error) {
+			p, err := timetravel.ParsePoint(at)
+			if err != nil {
+				return nil, err
+			}
+			return s.past.At(ctx, name, p)
+		}
+		return g, nil
 	}
 }
 

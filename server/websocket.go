@@ -27,11 +27,16 @@ func (s *Server) webSocketOr(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		name, at, past := strings.Cut(name, "@") // NAME@POINT: a past state (timetravel.go)
 		if err := dbhost.ValidateName(name); err != nil {
 			writeError(w, r, err)
 			return
 		}
-		s.hrana.ServeWebSocket(w, r, s.webSocketAuthorizer(r, name))
+		authorize := s.webSocketAuthorizer(r, name)
+		if past {
+			authorize = s.pastWebSocket(authorize, name, at)
+		}
+		s.hrana.ServeWebSocket(w, r, authorize)
 	})
 }
 
