@@ -43,10 +43,16 @@ func (p Point) String() string {
 }
 
 // ParsePoint reads a point as clients write it: decimal digits are a TXID
-// (a Sluice-Bookmark is one), anything else an RFC 3339 time.
+// (a Sluice-Bookmark is one), 16 hex digits a TXID as LTX file names write
+// it (as sluice restore -txid reads them), anything else an RFC 3339 time.
 func ParsePoint(s string) (Point, error) {
 	if s == "" {
 		return Point{}, dberr.New(dberr.CodeBadRequest, "empty point in time: give a TXID (a bookmark) or an RFC 3339 time such as 2026-11-26T10:00:00Z")
+	}
+	if len(s) == 16 && strings.Trim(s, "0123456789abcdefABCDEF") == "" { // as in LTX file names, like sluice restore -txid
+		if n, err := ltx.ParseTXID(strings.ToLower(s)); err == nil && n > 0 {
+			return Point{TXID: n}, nil
+		}
 	}
 	if strings.Trim(s, "0123456789") == "" {
 		n, err := strconv.ParseUint(s, 10, 64)
