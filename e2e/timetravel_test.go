@@ -198,6 +198,16 @@ func TestTimeTravelReadsAndBranches(t *testing.T) {
 		t.Errorf("source's replica: %v, want %v", gotSrc, wantSrc)
 	}
 	t.Logf("restored: source %d rows, branch %d rows (branched at TXID %s with %d)", len(gotSrc), len(gotBr), at, len(points[2].ids))
+
+	// Deleting the source everywhere leaves the branch whole.
+	if st, body := ttCall(t, "DELETE", base+"/v1/databases/src?purge=true", rw, ""); st/100 != 2 {
+		t.Fatalf("delete src: %d %s", st, body)
+	}
+	ttQuery(t, base, "br", "", rw, "INSERT INTO t(id, v) VALUES (1001, 'branch')")
+	wantBr = append(wantBr, 1001)
+	if got := restoredIDs("br"); !reflect.DeepEqual(got, wantBr) {
+		t.Errorf("branch's replica after the source was purged: %v, want %v", got, wantBr)
+	}
 }
 
 // ttRaw sends a request with a bearer token; it returns the status, the
