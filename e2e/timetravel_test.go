@@ -112,6 +112,18 @@ func TestTimeTravelReadsAndBranches(t *testing.T) {
 	}
 	t.Logf("%d past points checked (%d each through the JSON API, @libsql/client over HTTP and over WebSocket)", checked, checked/3)
 
+	// sluice sql takes the same URL form.
+	for _, pt := range points[:len(points)-1] {
+		out := mustSluice(t, nil, "sql", "-token", ro, base+"/db/src@"+pt.txid+"/", "SELECT group_concat(id, '+') FROM (SELECT id FROM t ORDER BY id)")
+		want := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(pt.ids)), "+"), "[]")
+		if !strings.Contains(out, " "+want+" ") {
+			t.Errorf("sluice sql at TXID %s: %q, want the ids %s", pt.txid, out, want)
+		}
+	}
+	if out, err := sluice(t, nil, "sql", "-token", rw, base+"/db/src@"+points[0].txid+"/", "INSERT INTO t(v) VALUES ('x')"); err == nil || !strings.Contains(out, "SQLITE_READONLY") {
+		t.Errorf("sluice sql write at a past point: %v %s, want SQLITE_READONLY", err, out)
+	}
+
 	// A write at a past point is refused, even with a read-write token.
 	if st, body := ttCall(t, "POST", base+"/v1/databases/src/query?at="+points[1].txid, rw, `{"sql":"INSERT INTO t(v) VALUES ('x')"}`); st != 403 || !strings.Contains(body, "SQLITE_READONLY") {
 		t.Errorf("write at a past point: %d %s, want 403 SQLITE_READONLY", st, body)
