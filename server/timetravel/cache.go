@@ -66,6 +66,9 @@ type Cache struct {
 	closed   bool
 	builds   atomic.Int64
 	sessions atomic.Int64 // open View sessions
+	// times remembers what a time resolved to (a TXID with later commits
+	// after it), so that repeated reads at a time skip the bucket.
+	times map[timeKey]ltx.TXID
 }
 
 type key struct {
@@ -96,7 +99,7 @@ func New(opts Options) (*Cache, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("time travel: create %s: %w", opts.Dir, err)
 	}
-	return &Cache{opts: opts, entries: map[key]*entry{}}, nil
+	return &Cache{opts: opts, entries: map[key]*entry{}, times: map[timeKey]ltx.TXID{}}, nil
 }
 
 // Builds is the number of states restored so far.
@@ -110,11 +113,20 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 		return nil, err
 	}
 	txid := p.TXID
+	if !p.Time.IsZero() {
+		txid = c.resolvedTime(name, p.Time)
+	}
 	if !c.built(key{name, txid}) { // a TXID's state never changes: one built is valid as it is
-		var err error
-		if txid, err = Resolve(ctx, c.opts.Store, name, p); err != nil {
+		resolved, newest, err := resolve(ctx, c.opts.Store, name, p)
+		if err != nil {
 			return nil, err
 		}
+		if !p.Time.IsZero() && resolved < newest {
+			// A later commit exists, stamped after p.Time: no commit to
+			// come can change what the time resolves to.
+			c.rememberTime(name, p.Time, resolved)
+		}
+		txid = resolved
 	}
 	k := key{name, txid}
 	e, err := c.acquire(ctx, k)
@@ -123,6 +135,30 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	}
 	c.release(e)
 	return &View{c: c, k: k}, nil
+}
+
+// maxTimes bounds the remembered resolutions of times to TXIDs.
+const maxTimes = 4096
+
+type timeKey struct {
+	name string
+	t    int64 // unix nanoseconds
+}
+
+// resolvedTime is the TXID time t of database name resolved to before, or 0.
+func (c *Cache) resolvedTime(name string, t time.Time) ltx.TXID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.times[timeKey{name, t.UnixNano()}]
+}
+
+func (c *Cache) rememberTime(name string, t time.Time, txid ltx.TXID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.times) >= maxTimes {
+		clear(c.times)
+	}
+	c.times[timeKey{name, t.UnixNano()}] = txid
 }
 
 // built reports whether k's state is restored and cached.

@@ -26,7 +26,7 @@ func history(t *testing.T) replica.Store {
 	}
 	h := restoretest.New(t, replica.Sub(root, "db"), t.TempDir())
 	h.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY)")
-	start := time.Now().Add(-time.Minute)
+	start := historyStart
 	h.Ship(start)
 	for i := 1; i <= 5; i++ {
 		h.Exec("INSERT INTO t (id) VALUES (?)", i)
@@ -34,6 +34,9 @@ func history(t *testing.T) replica.Store {
 	}
 	return root
 }
+
+// historyStart is the time of TXID 1; TXID n is n-1 seconds later.
+var historyStart = time.Now().Add(-time.Minute).Truncate(time.Second)
 
 func count(t *testing.T, db dbhost.Database) int64 {
 	t.Helper()
@@ -137,7 +140,7 @@ func TestCacheSharesBuildsEvictsLRUAndRefusesWrites(t *testing.T) {
 	if _, err := sess.Exec(ctx, sqlconn.Stmt{SQL: "INSERT INTO t (id) VALUES (99)"}); !errors.Is(err, dberr.ErrReadOnly) {
 		t.Fatalf("a write in a session at a past point: %v, want SQLITE_READONLY", err)
 	}
-	v5, err := c.At(ctx, "db", Point{Time: time.Now().Add(-time.Minute).Add(4500 * time.Millisecond)}) // after TXID 5's time
+	v5, err := c.At(ctx, "db", Point{Time: historyStart.Add(4500 * time.Millisecond)}) // after TXID 5's time
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +184,47 @@ func TestParsePoint(t *testing.T) {
 		if _, err := ParsePoint(in); !errors.Is(err, dberr.ErrBadRequest) {
 			t.Errorf("ParsePoint(%q): %v, want BAD_REQUEST", in, err)
 		}
+	}
+}
+
+// A TXID already restored, and a time already resolved to a TXID with later
+// commits, are served without the bucket: here, after the replica is gone.
+func TestCachedPointsSkipTheBucket(t *testing.T) {
+	ctx := context.Background()
+	root := history(t)
+	c, err := New(Options{Dir: filepath.Join(t.TempDir(), "past"), Store: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	at := Point{Time: historyStart.Add(3500 * time.Millisecond)} // after TXID 4's file, before 5's
+	v, err := c.At(ctx, "db", at)
+	if err != nil || v.(*View).Bookmark() != 4 {
+		t.Fatalf("time after TXID 4: %v, %v", v, err)
+	}
+	if _, err := c.At(ctx, "db", Point{TXID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sub := replica.Sub(root, "db")
+	objs, err := sub.List(ctx, "")
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("list: %d objects, %v", len(objs), err)
+	}
+	for _, o := range objs {
+		if err := sub.Delete(ctx, o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := c.At(ctx, "db", at); err != nil || count(t, v) != 3 {
+		t.Fatalf("the same time again, replica gone: %v", err)
+	}
+	if v, err := c.At(ctx, "db", Point{TXID: 2}); err != nil || count(t, v) != 1 {
+		t.Fatalf("TXID 2 again, replica gone: %v", err)
+	}
+	if _, err := c.At(ctx, "db", Point{TXID: 3}); !errors.Is(err, dberr.ErrNotFound) {
+		t.Fatalf("a TXID never restored, replica gone: %v, want NOT_FOUND", err)
+	}
+	if c.Builds() != 2 {
+		t.Fatalf("%d restores, want 2", c.Builds())
 	}
 }

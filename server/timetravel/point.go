@@ -74,19 +74,30 @@ func ParsePoint(s string) (Point, error) {
 // without a replica, POINT_UNAVAILABLE (naming the states available) for a
 // point outside its history.
 func Resolve(ctx context.Context, root replica.Store, name string, p Point) (ltx.TXID, error) {
-	txid, _, err := restore.ResolvePoint(ctx, replica.Sub(root, name), restore.Options{TXID: p.TXID, Timestamp: p.Time})
+	txid, _, err := resolve(ctx, root, name, p)
+	return txid, err
+}
+
+// resolve is Resolve that also returns the newest TXID in the replica.
+func resolve(ctx context.Context, root replica.Store, name string, p Point) (ltx.TXID, ltx.TXID, error) {
+	txid, span, err := restore.ResolvePoint(ctx, replica.Sub(root, name), restore.Options{TXID: p.TXID, Timestamp: p.Time})
+	if err == nil {
+		return txid, span.Newest, nil
+	}
+	return 0, 0, resolveError(ctx, name, p, err)
+}
+
+func resolveError(ctx context.Context, name string, p Point, err error) error {
 	var pe *restore.PointError
 	switch {
-	case err == nil:
-		return txid, nil
 	case errors.Is(err, restore.ErrNoReplica):
-		return 0, dbhost.NotFound(name)
+		return dbhost.NotFound(name)
 	case errors.As(err, &pe):
-		return 0, &dberr.Error{Code: dberr.CodePointUnavailable, Name: name,
+		return &dberr.Error{Code: dberr.CodePointUnavailable, Name: name,
 			Message: "database \"" + name + "\" at " + p.String() + ": " + pe.Reason, Err: err}
 	case ctx.Err() != nil:
-		return 0, dberr.ForDatabase(dberr.CodeTimeout, name, "database \""+name+"\" at "+p.String()+": "+ctx.Err().Error())
+		return dberr.ForDatabase(dberr.CodeTimeout, name, "database \""+name+"\" at "+p.String()+": "+ctx.Err().Error())
 	}
-	return 0, &dberr.Error{Code: dberr.CodeUnavailable, Name: name,
+	return &dberr.Error{Code: dberr.CodeUnavailable, Name: name,
 		Message: "database \"" + name + "\" at " + p.String() + ": read the replica's history: " + err.Error(), Err: err}
 }
