@@ -37,6 +37,8 @@ type Config struct {
 	// ReplicaErrorBudget: /ready answers 503 once the replica has accepted
 	// no upload or probe for this long (default 60s; probes run every quarter of it).
 	ReplicaErrorBudget Duration `yaml:"replica-error-budget"`
+	// TimeTravel bounds the past states kept for time-travel reads.
+	TimeTravel TimeTravel `yaml:"time-travel"`
 }
 
 // TokenConfig is one static bearer token.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
@@ -28,11 +29,20 @@ import (
 // under the data directory; it is emptied at start.
 const PastStatesDir = ".past"
 
+// TimeTravel is the config's time-travel section: how much restored past
+// state the cache keeps (zero: the defaults, 1 GiB and 16 states).
+type TimeTravel struct {
+	MaxBytes  units.Size `yaml:"max-bytes"`
+	MaxStates int        `yaml:"max-states"`
+}
+
 // newPastStates is the cache of past states that time-travel reads use.
 func newPastStates(cfg Config, store replica.Store, logger *slog.Logger) (*timetravel.Cache, error) {
 	return timetravel.New(timetravel.Options{
 		Dir:              filepath.Join(cfg.DataDir, PastStatesDir),
 		Store:            store,
+		MaxBytes:         int64(cfg.TimeTravel.MaxBytes),
+		MaxEntries:       cfg.TimeTravel.MaxStates,
 		ReadConns:        2,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
 		Logger:           logger,
