@@ -215,6 +215,19 @@ func TestTimeTravelReadsAndBranches(t *testing.T) {
 	if st, body := ttCall(t, "DELETE", base+"/v1/databases/src?purge=true", rw, ""); st/100 != 2 {
 		t.Fatalf("delete src: %d %s", st, body)
 	}
+	// Its past states went with it, cached or not, and a database created
+	// anew under its name is never answered from the old one's.
+	if st, body := ttCall(t, "POST", base+"/v1/databases/src/query?at="+fresh, ro, `{"sql":"SELECT 1"}`); st != 404 {
+		t.Errorf("a cached point of a purged database: %d %s, want 404", st, body)
+	}
+	if st, body := ttCall(t, "PUT", base+"/v1/databases/src", rw, ""); st != 201 {
+		t.Fatalf("create src anew: %d %s", st, body)
+	}
+	ttQuery(t, base, "src", "", rw, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	ttQuery(t, base, "src", "", rw, "INSERT INTO t(id, v) VALUES (5000, 'new')")
+	if got, _ := ttIDs(t, base, "src", "3", ro); !reflect.DeepEqual(got, []int{5000}) {
+		t.Errorf("TXID 3 of the database created anew: %v, want [5000]", got)
+	}
 	ttQuery(t, base, "br", "", rw, "INSERT INTO t(id, v) VALUES (1001, 'branch')")
 	wantBr = append(wantBr, 1001)
 	if got := restoredIDs("br"); !reflect.DeepEqual(got, wantBr) {

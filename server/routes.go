@@ -43,10 +43,10 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("POST /v1/databases/{name}/query", s.jsonAt(j, s.perDatabase(jm.ServeHTTP, jsonRead)))
 	handle("PUT /v1/databases/{name}", s.perDatabase(s.branchOr(jm.ServeHTTP), nil))
-	for _, p := range []string{"GET /v1/databases/{name}",
-		"DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
+	for _, p := range []string{"GET /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.perDatabase(jm.ServeHTTP, nil))
 	}
+	handle("DELETE /v1/databases/{name}", s.forgetPastOnDelete(s.perDatabase(jm.ServeHTTP, nil)))
 	for _, p := range hranaPaths {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
 		handle("/db/{name}"+p, s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))

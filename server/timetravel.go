@@ -134,6 +134,17 @@ func (s *Server) pastWebSocket(authorize ws.Authorizer, name, at string) ws.Auth
 	}
 }
 
+// forgetPastOnDelete drops the past states cached here of a database once
+// it is deleted: a database created anew under its name restarts at TXID 1.
+func (s *Server) forgetPastOnDelete(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		next(w, r)
+		if sw, ok := w.(*statusWriter); ok && sw.status/100 == 2 {
+			s.past.Forget(r.PathValue("name"))
+		}
+	}
+}
+
 // branchRequest is PUT /v1/databases/NEW's body for a branch.
 type branchRequest struct {
 	From string `json:"from"`

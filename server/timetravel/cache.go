@@ -31,7 +31,13 @@ type Options struct {
 	ReadConns        int           // read connections per state [2]
 	StatementTimeout time.Duration // per statement [5s]
 	BuildTimeout     time.Duration // one restore [10m]
-	Logger           *slog.Logger
+	// Revalidate: a cached state is served without the bucket for this
+	// long after the replica was last seen to hold the history it came
+	// from (its base snapshot's header); then one range read checks again,
+	// so a database purged and created anew is never answered from the old
+	// one's states [1s].
+	Revalidate time.Duration
+	Logger     *slog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -46,6 +52,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.StatementTimeout <= 0 {
 		o.StatementTimeout = 5 * time.Second
+	}
+	if o.Revalidate <= 0 {
+		o.Revalidate = time.Second
 	}
 	if o.BuildTimeout <= 0 {
 		o.BuildTimeout = 10 * time.Minute
@@ -88,6 +97,11 @@ type entry struct {
 	refs     int // acquired and not released (under Cache.mu)
 	lastUsed time.Time
 	evicted  bool
+	// The history the state came from: the plan's base snapshot and its
+	// header, and when the replica was last seen to hold it (under mu).
+	base    replica.LTXFile
+	baseHdr ltx.Header
+	checked time.Time
 }
 
 // New empties opts.Dir and returns a Cache over it.
@@ -116,6 +130,9 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	if !p.Time.IsZero() {
 		txid = c.resolvedTime(name, p.Time)
 	}
+	if k := (key{name, txid}); c.built(k) && !c.current(ctx, k) {
+		c.Forget(name) // the database's history changed under its name
+	}
 	if !c.built(key{name, txid}) { // a TXID's state never changes: one built is valid as it is
 		resolved, newest, err := resolve(ctx, c.opts.Store, name, p)
 		if err != nil {
@@ -135,6 +152,57 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	}
 	c.release(e)
 	return &View{c: c, k: k}, nil
+}
+
+// current reports whether k's built state still belongs to the database's
+// history: checked within Revalidate, or its base snapshot is unchanged.
+func (c *Cache) current(ctx context.Context, k key) bool {
+	c.mu.Lock()
+	e := c.entries[k]
+	if e == nil || time.Since(e.checked) < c.opts.Revalidate {
+		c.mu.Unlock()
+		return e != nil
+	}
+	base, want := e.base, e.baseHdr
+	c.mu.Unlock()
+	hdr, err := replica.ReadHeader(ctx, replica.Sub(c.opts.Store, k.name), base)
+	if err != nil || hdr != want {
+		return false
+	}
+	c.mu.Lock()
+	e.checked = time.Now()
+	c.mu.Unlock()
+	return true
+}
+
+// Forget drops every cached state of database name (deleted, or created
+// anew) and what its times resolved to; states in use close when released.
+func (c *Cache) Forget(name string) {
+	c.mu.Lock()
+	var drop []*entry
+	for k, e := range c.entries {
+		if k.name != name || !isDone(e) {
+			continue
+		}
+		delete(c.entries, k)
+		if e.err != nil {
+			continue
+		}
+		c.bytes -= e.size
+		e.evicted = true
+		if e.refs == 0 {
+			drop = append(drop, e)
+		}
+	}
+	for tk := range c.times {
+		if tk.name == name {
+			delete(c.times, tk)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range drop {
+		e.close()
+	}
 }
 
 // maxTimes bounds the remembered resolutions of times to TXIDs.
@@ -232,6 +300,11 @@ func (c *Cache) build(e *entry) {
 	if err == nil {
 		removeFiles(e.path) // an earlier entry's, whose removal failed
 		res, err = restore.Restore(ctx, replica.Sub(c.opts.Store, k.name), e.path, restore.Options{TXID: k.txid})
+	}
+	if err == nil && len(res.Files) > 0 {
+		e.base = res.Files[0]
+		e.baseHdr, err = replica.ReadHeader(ctx, replica.Sub(c.opts.Store, k.name), e.base)
+		e.checked = time.Now()
 	}
 	if err == nil {
 		err = e.open(c.opts)

@@ -192,7 +192,7 @@ func TestParsePoint(t *testing.T) {
 func TestCachedPointsSkipTheBucket(t *testing.T) {
 	ctx := context.Background()
 	root := history(t)
-	c, err := New(Options{Dir: filepath.Join(t.TempDir(), "past"), Store: root})
+	c, err := New(Options{Dir: filepath.Join(t.TempDir(), "past"), Store: root, Revalidate: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,5 +226,50 @@ func TestCachedPointsSkipTheBucket(t *testing.T) {
 	}
 	if c.Builds() != 2 {
 		t.Fatalf("%d restores, want 2", c.Builds())
+	}
+}
+
+// A database purged and created anew under the same name has TXIDs that
+// restart at 1: once the revalidation interval passed, a cached state of
+// the old history is never served for the new one's TXID.
+func TestCachedStateOfAReplacedHistoryIsNotServed(t *testing.T) {
+	ctx := context.Background()
+	root := history(t) // TXID 3 holds 2 rows
+	c, err := New(Options{Dir: filepath.Join(t.TempDir(), "past"), Store: root, Revalidate: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.At(ctx, "db", Point{TXID: 3})
+	if err != nil || count(t, v) != 2 {
+		t.Fatalf("TXID 3: %v", err)
+	}
+	sub := replica.Sub(root, "db")
+	objs, _ := sub.List(ctx, "")
+	for _, o := range objs {
+		if err := sub.Delete(ctx, o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := restoretest.New(t, sub, t.TempDir()) // the new database: 10 rows per transaction
+	h.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+	h.Ship(time.Now().Add(-10 * time.Second))
+	for i := 1; i <= 3; i++ {
+		h.Exec("WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i+1 FROM n WHERE i < ?) INSERT INTO t (id) SELECT i FROM n", i*100, i*100+9)
+		h.Ship(time.Now().Add(time.Duration(i-10) * time.Second))
+	}
+	v, err = c.At(ctx, "db", Point{TXID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, v); n != 20 {
+		t.Fatalf("TXID 3 of the new history holds %d rows as served, want 20 (2 would be the old history's)", n)
+	}
+	if c.Builds() != 2 {
+		t.Fatalf("%d restores, want 2", c.Builds())
+	}
+	c.Forget("db")
+	if got := stateFiles(t, filepath.Join(c.opts.Dir)); len(got) != 0 {
+		t.Fatalf("Forget left %v", got)
 	}
 }
