@@ -130,10 +130,9 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	if !p.Time.IsZero() {
 		txid = c.resolvedTime(name, p.Time)
 	}
-	if k := (key{name, txid}); c.built(k) && !c.current(ctx, k) {
-		c.Forget(name) // the database's history changed under its name
-	}
-	if !c.built(key{name, txid}) { // a TXID's state never changes: one built is valid as it is
+	// A TXID's state never changes: one built (from the history the
+	// replica still holds) is served as it is.
+	if txid == 0 || !c.built(key{name, txid}) || !c.current(ctx, key{name, txid}) {
 		resolved, newest, err := resolve(ctx, c.opts.Store, name, p)
 		if err != nil {
 			return nil, err
@@ -144,6 +143,9 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 			c.rememberTime(name, p.Time, resolved)
 		}
 		txid = resolved
+		if k := (key{name, txid}); c.built(k) && !c.current(ctx, k) {
+			c.Forget(name) // built from a history the replica no longer holds
+		}
 	}
 	k := key{name, txid}
 	e, err := c.acquire(ctx, k)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/restore/restoretest"
@@ -240,9 +242,11 @@ func TestCachedStateOfAReplacedHistoryIsNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	v, err := c.At(ctx, "db", Point{TXID: 3})
-	if err != nil || count(t, v) != 2 {
-		t.Fatalf("TXID 3: %v", err)
+	for txid, rows := range map[ltx.TXID]int64{3: 2, 4: 3} {
+		v, err := c.At(ctx, "db", Point{TXID: txid})
+		if err != nil || count(t, v) != rows {
+			t.Fatalf("TXID %d: %v", txid, err)
+		}
 	}
 	sub := replica.Sub(root, "db")
 	objs, _ := sub.List(ctx, "")
@@ -258,15 +262,21 @@ func TestCachedStateOfAReplacedHistoryIsNotServed(t *testing.T) {
 		h.Exec("WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i+1 FROM n WHERE i < ?) INSERT INTO t (id) SELECT i FROM n", i*100, i*100+9)
 		h.Ship(time.Now().Add(time.Duration(i-10) * time.Second))
 	}
-	v, err = c.At(ctx, "db", Point{TXID: 3})
+	v, err := c.At(ctx, "db", Point{Time: time.Now().Add(-7500 * time.Millisecond)}) // after the new TXID 3
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, v); n != 20 {
-		t.Fatalf("TXID 3 of the new history holds %d rows as served, want 20 (2 would be the old history's)", n)
+	if n := count(t, v); v.(*View).Bookmark() != 3 || n != 20 {
+		t.Fatalf("a time after TXID 3 of the new history: TXID %d with %d rows as served, want TXID 3 with 20 (2 would be the old history's)", v.(*View).Bookmark(), n)
 	}
-	if c.Builds() != 2 {
-		t.Fatalf("%d restores, want 2", c.Builds())
+	if v, err = c.At(ctx, "db", Point{TXID: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, v); n != 30 {
+		t.Fatalf("TXID 4 of the new history holds %d rows as served, want 30 (3 would be the old history's)", n)
+	}
+	if c.Builds() != 4 {
+		t.Fatalf("%d restores, want 4", c.Builds())
 	}
 	c.Forget("db")
 	if got := stateFiles(t, filepath.Join(c.opts.Dir)); len(got) != 0 {
