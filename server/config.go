@@ -46,6 +46,8 @@ type Config struct {
 	// upload on a stalled store before it is answered COMMITTED_NOT_DURABLE
 	// (default 5s).
 	WriteStallTimeout Duration `yaml:"write-stall-timeout"`
+	// TimeTravel bounds the past states kept for time-travel reads.
+	TimeTravel TimeTravel `yaml:"time-travel"`
 }
 
 // TokenConfig is one static bearer token.

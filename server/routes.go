@@ -43,19 +43,20 @@ func (s *Server) routes() http.Handler {
 		},
 		Serve: s.serveHranaRead,
 	}
-	handle("POST /v1/databases/{name}/query", s.perDatabase(jm.ServeHTTP, jsonRead))
-	for _, p := range []string{"PUT /v1/databases/{name}", "GET /v1/databases/{name}",
-		"DELETE /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
+	handle("POST /v1/databases/{name}/query", s.jsonAt(j, s.perDatabase(jm.ServeHTTP, jsonRead)))
+	handle("PUT /v1/databases/{name}", s.perDatabase(s.databaseQuota(s.branchOr(jm.ServeHTTP)), nil))
+	for _, p := range []string{"GET /v1/databases/{name}", "GET /v1/databases/{name}/bookmark/{bookmark}"} {
 		handle(p, s.perDatabase(s.databaseQuota(jm.ServeHTTP), nil))
 	}
+	handle("DELETE /v1/databases/{name}", s.forgetPastOnDelete(s.perDatabase(s.databaseQuota(jm.ServeHTTP), nil)))
 	for _, p := range hranaPaths {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
-		handle("/db/{name}"+p, s.perDatabase(s.serveHrana, hranaRead))
+		handle("/db/{name}"+p, s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))
 	}
 	// sqld's legacy API ({"statements": [...]}): the root serves the database
 	// Hrana's root routes serve, /db/NAME/ the named one.
 	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))
-	handle("POST /db/{name}/{$}", s.perDatabase(s.serveHrana, hranaRead))
+	handle("POST /db/{name}/{$}", s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))
 	handle("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := r.Method + " " + r.URL.Path + " is not a sluice endpoint; see /v1/databases, /v2/pipeline, /v3/pipeline, /metrics"
 		if droppedDatabaseName(r.URL.Path) {

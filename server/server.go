@@ -30,6 +30,7 @@ import (
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/readreplica"
+	"github.com/sluicedb/sluice/server/timetravel"
 )
 
 // DefaultSQLiteMemory is what SQLite may hold across every database unless
@@ -66,6 +67,7 @@ type Server struct {
 	watch    *watch.Watch  // the replica's readiness (/ready)
 	damage   *watch.Damage // damaged replica objects not healed yet (/ready, metrics)
 	compact  *compaction
+	past     *timetravel.Cache // past states restored for time-travel reads
 	handler  http.Handler
 	cert     *certFiles // nil: plain HTTP
 
@@ -206,6 +208,10 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		WebSocketIdleTimeout:    time.Duration(cfg.Hrana.WebSocketIdleTimeout),
 		MaxStreamsPerConnection: cfg.Hrana.MaxStreamsPerConnection,
 	})
+	if s.past, err = newPastStates(cfg, counted, logger); err != nil {
+		s.compact.stop()
+		return nil, err
+	}
 	s.registerFollowerMetrics()
 	s.forward = s.newForwarder()
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
@@ -348,6 +354,9 @@ func (s *Server) Close(ctx context.Context) error {
 	var err error
 	if !s.hostClosed {
 		err = s.closeHost(ctx)
+	}
+	if s.past != nil {
+		s.past.Close()
 	}
 	s.store.Close()
 	if err != nil {

@@ -27,13 +27,18 @@ func (s *Server) webSocketOr(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		name, at, past := strings.Cut(name, "@") // NAME@POINT: a past state (timetravel.go)
 		if err := dbhost.ValidateName(name); err != nil {
 			writeError(w, r, err)
 			return
 		}
 		slot := &wsSlot{c: s.wsConns}
 		defer slot.release()
-		s.hrana.ServeWebSocket(w, r, s.webSocketAuthorizer(r, name, slot))
+		authorize := s.webSocketAuthorizer(r, name, slot)
+		if past {
+			authorize = s.pastWebSocket(authorize, name, at)
+		}
+		s.hrana.ServeWebSocket(w, r, authorize)
 	})
 }
 

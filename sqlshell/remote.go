@@ -82,6 +82,16 @@ func ParseServedURL(raw, db string) (*url.URL, string, error) {
 // returning; with create, a database that does not exist is created.
 func OpenRemote(ctx context.Context, base *url.URL, name, token string, create bool) (*Remote, error) {
 	r := &Remote{base: base, name: name, token: token, client: &http.Client{Timeout: 5 * time.Minute}}
+	if strings.Contains(name, "@") { // a past state: the point is checked (and restored) at once
+		req, err := r.request(ctx, http.MethodPost, r.queryPath(), []byte(`{"sql":"SELECT 1"}`))
+		if err == nil {
+			_, err = r.do(req)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Describe(), err)
+		}
+		return r, nil
+	}
 	req, err := r.request(ctx, http.MethodGet, "/v1/databases/"+url.PathEscape(name), nil)
 	if err != nil {
 		return nil, err
@@ -124,6 +134,17 @@ func (r *Remote) request(ctx context.Context, method, path string, body []byte) 
 	return req, nil
 }
 
+// queryPath is the database's query route; NAME@POINT (a TXID or an RFC
+// 3339 time, as in a libSQL client's URL) reads that past state, read-only.
+func (r *Remote) queryPath() string {
+	name, at, past := strings.Cut(r.name, "@")
+	p := "/v1/databases/" + url.PathEscape(name) + "/query"
+	if past {
+		p += "?at=" + url.QueryEscape(at)
+	}
+	return p
+}
+
 // do sends req and returns the body of a 2xx answer, or the server's error.
 func (r *Remote) do(req *http.Request) ([]byte, error) {
 	resp, err := r.client.Do(req)
@@ -160,7 +181,7 @@ func (r *Remote) query(ctx context.Context, stmts []string) ([]Result, error) {
 		body = map[string]any{"batch": batch}
 	}
 	raw, _ := json.Marshal(body)
-	req, err := r.request(ctx, http.MethodPost, "/v1/databases/"+url.PathEscape(r.name)+"/query", raw)
+	req, err := r.request(ctx, http.MethodPost, r.queryPath(), raw)
 	if err != nil {
 		return nil, err
 	}

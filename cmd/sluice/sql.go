@@ -21,7 +21,8 @@ TARGET is a database served by 'sluice serve' (http://HOST:PORT/db/NAME, or
 http://HOST:PORT with -db NAME; -token or $SLUICE_TOKEN for a server with
 tokens), used through its JSON API; or a local SQLite file, opened directly
 (read-write, with the SQLite build sluice uses; a running 'sluice replicate'
-or 'sluice run' ships what is written).
+or 'sluice run' ships what is written). A served NAME@TXID or
+NAME@2026-11-26T10:00:00Z (/db/app@42) reads that past state, read-only.
 
 With SQL (one or more statements, or one dot-command such as .tables) it runs
 it and exits: 1 if anything failed. Without, it reads statements from stdin: an

@@ -40,6 +40,10 @@ const (
 	CodeNotLeader = "NOT_LEADER"
 	// CodeKeyReused: an Idempotency-Key came back with a different request.
 	CodeKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodePointUnavailable: a read or branch named a past state the replica
+	// does not hold (before retention's oldest, after the newest, or merged
+	// away by compaction); the message names the states available.
+	CodePointUnavailable = "POINT_UNAVAILABLE"
 	// Codes only the HTTP front ends raise (before a request reaches a database).
 	CodeTooLarge     = "TOO_LARGE"
 	CodeUnauthorized = "UNAUTHORIZED"
@@ -74,6 +78,7 @@ var (
 	ErrNotDurable         = errors.New("committed but not durable")
 	ErrLagging            = errors.New("replica lagging")
 	ErrNotLeader          = errors.New("not the leader")
+	ErrPointUnavailable   = errors.New("point in time unavailable")
 	// ErrReadOnly matches every SQLITE_READONLY* code: a write attempted on a
 	// read-only connection.
 	ErrReadOnly = errors.New("read-only")
@@ -84,6 +89,7 @@ var sentinels = map[string]error{
 	CodeExists: ErrExists, CodeUnavailable: ErrUnavailable, CodeBadRequest: ErrBadRequest,
 	CodeInternal: ErrInternal, CodeNeedsOwnConnection: ErrNeedsOwnConnection,
 	CodeNotDurable: ErrNotDurable, CodeLagging: ErrLagging, CodeNotLeader: ErrNotLeader,
+	CodePointUnavailable: ErrPointUnavailable,
 }
 
 // Error is a failure with a stable code, for clients to act on.

@@ -28,6 +28,7 @@ var statusByCode = map[string]int{
 	dberr.CodeExists:             http.StatusConflict,
 	dberr.CodeTooLarge:           http.StatusRequestEntityTooLarge,
 	dberr.CodeKeyReused:          http.StatusUnprocessableEntity,
+	dberr.CodePointUnavailable:   http.StatusUnprocessableEntity,
 	// Not a 503: the write committed, so it is not to be retried.
 	dberr.CodeNotDurable:  http.StatusInternalServerError,
 	dberr.CodeInternal:    http.StatusInternalServerError,
@@ -69,6 +70,7 @@ var v1StatementStatus = map[string]int{
 	dberr.CodeInternalError:      http.StatusInternalServerError,
 	dberr.CodeNotDurable:         http.StatusInternalServerError,
 	dberr.CodeKeyReused:          http.StatusUnprocessableEntity,
+	dberr.CodePointUnavailable:   http.StatusUnprocessableEntity,
 	dberr.CodeTimeout:            http.StatusRequestTimeout,
 	dberr.CodeTransactionTimeout: http.StatusRequestTimeout,
 	dberr.CodeRequestTimeout:     http.StatusRequestTimeout,
