@@ -59,16 +59,14 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	before := d.eng.Pos()
 	pos, err := d.eng.Sync(ctx)
-	l := d.core.opts.Lease
-	if l == nil {
-		return pos, err
-	}
-	if errors.Is(err, engine.ErrFenced) {
-		d.core.historyTaken(err)
-	} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
-		// Lost or suspended: the lease decides what follows (a renewal
-		// resumes it, or Lost ends the write role).
-		err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
+	if l := d.core.opts.Lease; l != nil {
+		if errors.Is(err, engine.ErrFenced) {
+			d.core.historyTaken(err)
+		} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
+			// Lost or suspended: the lease decides what follows (a renewal
+			// resumes it, or Lost ends the write role).
+			err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
+		}
 	}
 	if err == nil {
 		// Acknowledged means restorable: see heal.go.

@@ -68,6 +68,13 @@ type forwardHost struct {
 	replicas *readreplica.Set
 }
 
+// Get finds where name is written without creating it: routing a request
+// is not the request, and a read-only token's request must create nothing
+// (the local handler creates the database when its caller may).
+func (h forwardHost) Get(ctx context.Context, name string) (dbhost.Database, error) {
+	return h.Host.GetExisting(ctx, name)
+}
+
 func (h forwardHost) ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (forward.Replica, error) {
 	v, err := h.replicas.View(ctx, name, bookmark)
 	if err != nil {

@@ -27,7 +27,8 @@ import (
 // the read replicas (package server/readreplica).
 type Host interface {
 	// Get returns the database when this instance writes it, and a
-	// *dbhost.NotLeaderError naming the writer when another one does.
+	// *dbhost.NotLeaderError naming the writer when another one does; it
+	// need not create a missing database (the local handler does).
 	Get(ctx context.Context, name string) (dbhost.Database, error)
 	// ReadReplica returns the local follower's read-only database once it
 	// has applied bookmark (readreplica.Set.View).
