@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/libsqlsync"
 	"github.com/sluicedb/sluice/server/readreplica"
 )
 
@@ -72,6 +74,9 @@ type Server struct {
 	forward    *forward.Forwarder // nil with one instance (leases and following off)
 	hostClosed bool
 	served     atomic.Bool // Serve ran: only then does Close report a shutdown
+
+	syncHistory *libsqlsync.History // recently shipped pages, for embedded replicas' syncs
+	sync        *libsqlsync.Handler
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -131,6 +136,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
+	s.syncHistory = libsqlsync.NewHistory(0)
 	s.replicas = readreplica.New(readreplica.Options{
 		DataDir:          cfg.DataDir,
 		Store:            counted,
@@ -157,6 +163,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		ExternalPoll:     time.Duration(cfg.Limits.ExternalWritePoll),
 		Logger:           logger,
 		Observer:         s.metrics,
+		OnShipped:        s.syncHistory.Shipped,
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
@@ -188,6 +195,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	})
 	s.registerFollowerMetrics()
 	s.forward = s.newForwarder()
+	s.sync = libsqlsync.New(libsqlsync.Options{Host: s.host, Store: counted, History: s.syncHistory,
+		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError})
 	s.handler = s.routes()
 	return s, nil
 }

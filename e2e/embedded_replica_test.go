@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testenv"
+)
+
+// Embedded replicas: an application keeps a local copy of a served database
+// with libSQL's client (Python libsql here), syncs it from `sluice serve
+// -durability sync` on MinIO, reads it locally, and writes through it (the
+// client sends the write to the server over Hrana). Every comparison is the
+// local file's rows against the server's.
+
+const (
+	embRW    = "embedded-rw-token-0001"
+	embRO    = "embedded-ro-token-0002" // read-only, app only
+	embOther = "embedded-other-token-03"
+)
+
+func embeddedServe(t *testing.T, env []string, data, replicaURL, host string, extra string) *process {
+	t.Helper()
+	cfg := writeFile(t, t.TempDir(), "serve.yml", fmt.Sprintf(`data: %s
+replica: %s
+addr: %s
+durability: sync
+tokens:
+  - token: %s
+  - token: %s
+    access: ro
+    databases: [app]
+  - token: %s
+    databases: [other]
+%s`, data, replicaURL, host, embRW, embRO, embOther, extra))
+	p := start(t, env, sluiceBin, "serve", "-config", cfg)
+	waitUntil(t, 60*time.Second, func() bool { return readyCode("http://"+host+"/ready") == 200 }, p)
+	return p
+}
+
+// embQuery runs SQL through the JSON API and returns the rows.
+func embQuery(t *testing.T, host, sql string, args ...any) [][]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"sql": sql, "params": args})
+	req, _ := http.NewRequest("POST", "http://"+host+"/v1/databases/app/query", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", sql, resp.StatusCode, raw)
+	}
+	var out struct {
+		Results []struct {
+			Rows [][]any `json:"rows"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out.Results) != 1 {
+		t.Fatalf("%s: %v %s", sql, err, raw)
+	}
+	return out.Results[0].Rows
+}
+
+type replicaRun struct {
+	Rows      [][]any `json:"rows"`
+	Integrity string  `json:"integrity"`
+	Error     string  `json:"error"`
+}
+
+// runReplica runs the Python application once on its local file.
+func runReplica(t *testing.T, local, url, token string, args ...string) replicaRun {
+	t.Helper()
+	script, _ := filepath.Abs(filepath.Join("testdata", "embedded", "replica.py"))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "python3", append([]string{script, local, url, token}, args...)...)
+	out, _ := cmd.Output() // a failure is the JSON line's error
+	var r replicaRun
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("replica.py printed %q: %v", out, err)
+	}
+	return r
+}
+
+// sameRows compares the replica's rows with the server's (JSON numbers).
+func sameRows(t *testing.T, what string, local, server [][]any) {
+	t.Helper()
+	norm := func(rows [][]any) string { b, _ := json.Marshal(rows); return string(b) }
+	if !reflect.DeepEqual(norm(local), norm(server)) {
+		t.Fatalf("%s: the replica has %d rows, the server %d\nreplica: %.300s\nserver:  %.300s", what, len(local), len(server), norm(local), norm(server))
+	}
+}
+
+func syncAnswer(t *testing.T, host, path, token string) (int, string, int) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+host+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Sluice-Sync-Answer"), len(raw)
+}
+
+func TestEmbeddedReplicaPythonSyncsReadsAndWritesThrough(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.NewBucket(t)
+	host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
+	data := t.TempDir()
+	embeddedServe(t, m.Env(), data, m.URL(bucket, ""), host, "")
+	base := "http://" + host
+
+	req, _ := http.NewRequest("PUT", base+"/v1/databases/app", nil)
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("create app: %v %v", resp, err)
+	}
+	embQuery(t, host, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	for i := range 50 {
+		embQuery(t, host, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("row-%d-%s", i, strings.Repeat("x", 200)))
+	}
+
+	url := base + "/db/app/" // with the trailing slash libSQL's clients need
+	local := filepath.Join(t.TempDir(), "local.db")
+
+	// Bootstrap with the read-only token: a sync only reads.
+	r := runReplica(t, local, url, embRO, "sync")
+	if r.Error != "" {
+		t.Fatalf("bootstrap: %s", r.Error)
+	}
+	sameRows(t, "after bootstrap", r.Rows, embQuery(t, host, "SELECT id, v FROM t ORDER BY id"))
+	t.Logf("bootstrapped %d rows", len(r.Rows))
+
+	// New commits on the server arrive with the next sync of the same file,
+	// as the pages they changed, not the database.
+	for i := range 20 {
+		embQuery(t, host, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("later-%d", i))
+	}
+	info := struct {
+		Gen uint64 `json:"current_generation"`
+	}{}
+	{
+		req, _ := http.NewRequest("GET", base+"/db/app/info", nil)
+		req.Header.Set("Authorization", "Bearer "+embRO)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+	}
+	code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", info.Gen-1), embRO)
+	if code != 200 || answer != "diff" || n%(4096+24) != 0 || n/(4096+24) > 3 {
+		t.Fatalf("the sync after one commit answered %d %q with %d bytes; want a diff of at most 3 frames", code, answer, n)
+	}
+	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", info.Gen), embRO); code != 400 || answer != "end" {
+		t.Fatalf("a sync with nothing new answered %d %q; want 400 end of generation", code, answer)
+	}
+	r = runReplica(t, local, url, embRO, "sync")
+	if r.Error != "" {
+		t.Fatalf("incremental sync: %s", r.Error)
+	}
+	server := embQuery(t, host, "SELECT id, v FROM t ORDER BY id")
+	sameRows(t, "after 20 commits and sync", r.Rows, server)
+	if r.Integrity != "ok" {
+		t.Fatalf("local file after sync: integrity_check says %q", r.Integrity)
+	}
+
+	// A write through the replica reaches the server durably and is read
+	// back locally after sync (read-your-writes).
+	r = runReplica(t, local, url, embRW, "write", "through-the-replica")
+	if r.Error != "" {
+		t.Fatalf("write through the replica: %s", r.Error)
+	}
+	server = embQuery(t, host, "SELECT id, v FROM t ORDER BY id")
+	if got := server[len(server)-1][1]; got != "through-the-replica" {
+		t.Fatalf("the server's last row is %v, not the replica's write", got)
+	}
+	sameRows(t, "after a write through the replica", r.Rows, server)
+	t.Logf("replica and server agree on %d rows", len(server))
+
+	// Tokens: another database's token and no token are refused; so is a
+	// read-only token writing through the replica.
+	if code, _, _ := syncAnswer(t, host, "/db/app/info", embOther); code != 403 {
+		t.Fatalf("/info with another database's token: %d, want 403", code)
+	}
+	if code, _, _ := syncAnswer(t, host, "/db/app/export/1", ""); code != 401 {
+		t.Fatalf("/export without a token: %d, want 401", code)
+	}
+	if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, embOther, "sync"); !strings.Contains(r.Error, "403") {
+		t.Fatalf("a replica with another database's token: %+v, want a 403", r)
+	}
+	if r := runReplica(t, local, url, embRO, "write", "refused"); r.Error == "" {
+		t.Fatal("a read-only token wrote through the replica")
+	}
+	if got := embQuery(t, host, "SELECT count(*) FROM t WHERE v = 'refused'"); fmt.Sprint(got) != "[[0]]" {
+		t.Fatalf("the refused write is on the server: %v", got)
+	}
+	// The trailing slash's doubled path reaches the endpoint, not a redirect.
+	if code, _, _ := syncAnswer(t, host, "/db/app//info", embRO); code != 200 {
+		t.Fatalf("/db/app//info: %d, want 200", code)
+	}
+}
+
+// A replica that was offline while the server restarted (its memory of
+// recent pages is gone), many commits landed and compaction rewrote and
+// pruned the history catches up with one sync.
+func TestEmbeddedReplicaFarBehindCatchesUp(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.NewBucket(t)
+	host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
+	data := t.TempDir()
+	compaction := "compaction: {snapshot-interval: 1s, retention: 2s}\n"
+	p := embeddedServe(t, m.Env(), data, m.URL(bucket, ""), host, compaction)
+	base := "http://" + host
+	req, _ := http.NewRequest("PUT", base+"/v1/databases/app", nil)
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("create app: %v %v", resp, err)
+	}
+	embQuery(t, host, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	embQuery(t, host, "INSERT INTO t(v) VALUES ('first')")
+	url := base + "/db/app/"
+	local := filepath.Join(t.TempDir(), "local.db")
+	if r := runReplica(t, local, url, embRO, "sync"); r.Error != "" || len(r.Rows) != 1 {
+		t.Fatalf("bootstrap: %+v", r)
+	}
+
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.wait(t, 30*time.Second)
+	embeddedServe(t, m.Env(), data, m.URL(bucket, ""), host, compaction)
+	var meta struct {
+		Generation uint64 `json:"generation"`
+	}
+	if raw, err := os.ReadFile(local + "-info"); err != nil || json.Unmarshal(raw, &meta) != nil || meta.Generation == 0 {
+		t.Fatalf("the replica's metadata: %v %s", err, raw)
+	}
+	// One large transaction (its file is too big to keep in memory) starts
+	// the server's window of recent pages after it: the replica's
+	// generation is older than anything the server can send a diff from.
+	embQuery(t, host, "CREATE TABLE big(b BLOB)")
+	embQuery(t, host, "INSERT INTO big SELECT randomblob(300000)")
+	acked := 1
+	for i := range 60 {
+		embQuery(t, host, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("while-away-%d-%s", i, strings.Repeat("y", 500)))
+		acked++
+	}
+	time.Sleep(3 * time.Second) // snapshots every second, retention 2 s: the old history is pruned
+
+	// What the replica will be answered: its own generation ends at once
+	// (nothing sent), the generation just before the window gets the whole
+	// database, later ones the pages changed since.
+	g := meta.Generation
+	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", g), embRO); code != 400 || answer != "end" {
+		t.Fatalf("generation %d (before the window): %d %q, want end of generation", g, code, answer)
+	}
+	if code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", g+2), embRO); code != 200 || answer != "database" || n < 70*4096 {
+		t.Fatalf("generation %d (the window's edge): %d %q %d bytes, want the whole database", g+2, code, answer, n)
+	}
+	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", g+3), embRO); code != 200 || answer != "diff" {
+		t.Fatalf("generation %d (inside the window): %d %q, want a diff", g+3, code, answer)
+	}
+	r := runReplica(t, local, url, embRO, "sync")
+	if r.Error != "" {
+		t.Fatalf("far-behind sync: %s", r.Error)
+	}
+	server := embQuery(t, host, "SELECT id, v FROM t ORDER BY id")
+	if len(server) != acked {
+		t.Fatalf("the server has %d rows, %d were acknowledged", len(server), acked)
+	}
+	sameRows(t, "far behind, after sync", r.Rows, server)
+	if r.Integrity != "ok" {
+		t.Fatalf("integrity_check: %q", r.Integrity)
+	}
+	t.Logf("acknowledged %d, replica has %d rows after catching up", acked, len(r.Rows))
+}

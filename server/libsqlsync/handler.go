@@ -1,0 +1,313 @@
+package libsqlsync
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httpjson"
+	"github.com/sluicedb/sluice/server/sqlconn"
+)
+
+// Options configure a Handler.
+type Options struct {
+	Host    *dbhost.Host
+	Store   replica.Store // the server's bucket; each database is replica.Sub(Store, name)
+	History *History
+	// Dir holds the whole-database images bootstraps and far-behind
+	// clients are sent (one per database, replaced when outdated).
+	Dir string
+	// WriteError answers a failed request the server's way.
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Handler answers the sync endpoints of every database.
+type Handler struct {
+	opts   Options
+	mu     sync.Mutex
+	images map[string]*image
+}
+
+// image is a restore of one database at one TXID, shared by every client
+// that needs the whole database at that point.
+type image struct {
+	mu    sync.Mutex // held while restoring: concurrent clients wait for one restore
+	txid  uint64
+	path  string
+	pages uint32
+}
+
+// New returns the handler.
+func New(opts Options) *Handler {
+	_ = os.RemoveAll(opts.Dir) // images an earlier run left; rebuilt on demand
+	return &Handler{opts: opts, images: map[string]*image{}}
+}
+
+// AnswerHeader says which answer a sync request got: "diff" (the pages
+// changed since its generation), "database" (every page) or "end" (end of
+// generation), for tests and for operators reading traces.
+const AnswerHeader = "Sluice-Sync-Answer"
+
+// frameHeaderSize is a WAL frame header: page number, database size after
+// a commit (0 otherwise), salts and checksums, which libSQL's client ignores.
+const frameHeaderSize = 24
+
+// database authorises the request (reading is enough: a sync only reads)
+// and opens the database it names.
+func (h *Handler) database(r *http.Request) (string, uint64, error) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		return "", 0, err
+	}
+	if !auth.FromContext(r.Context()).CanRead(name) {
+		return "", 0, dberr.ForDatabase(dberr.CodeForbidden, name, "this token may not read database \""+name+"\", so it may not sync an embedded replica of it")
+	}
+	db, err := h.opts.Host.Get(r.Context(), name)
+	if err != nil {
+		return "", 0, err
+	}
+	pos, err := db.Read(r.Context(), func(sqlconn.Conn) error { return nil })
+	if err != nil {
+		return "", 0, err
+	}
+	return name, uint64(pos), nil
+}
+
+// Info answers GET …/info: the generation a new replica starts from.
+func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	v := h.opts.History.view(name, pos)
+	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": max(v.head, 1)})
+}
+
+// Export answers GET …/export/{generation}: the database file at the
+// window's head, which is at or after any generation the client was told.
+func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	if _, err := strconv.ParseUint(r.PathValue("generation"), 10, 32); err != nil {
+		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "export: generation must be a number"))
+		return
+	}
+	v := h.opts.History.view(name, pos)
+	img, err := h.image(r.Context(), name, v.head)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	defer img.mu.Unlock()
+	f, err := os.Open(img.path)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(int64(img.pages)*PageSize, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.CopyN(w, f, int64(img.pages)*PageSize)
+}
+
+// Sync answers GET …/sync/{generation}/{start}/{end}. See the package
+// comment for what a generation promises; the rules, in order:
+//   - start > 1: the client applied this generation's one transaction:
+//     end of generation, naming the newest (it moves on if behind);
+//   - generation == window start - 1: the whole database (the first
+//     generation diffs cannot reach back past, where clients that walked
+//     past older generations without frames land);
+//   - generation older than that: end of generation without frames;
+//   - generation at the head: end of generation (nothing new);
+//   - else the pages changed since the generation, as one transaction.
+func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	gen, err1 := strconv.ParseUint(r.PathValue("generation"), 10, 32)
+	start, err2 := strconv.ParseUint(r.PathValue("start"), 10, 32)
+	if err1 != nil || err2 != nil || start == 0 || gen == 0 {
+		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "sync: generation and start must be positive numbers"))
+		return
+	}
+	v := h.opts.History.view(name, pos)
+	endOfGeneration := func() {
+		// libSQL's client reads the end of a generation from a 400 with
+		// the newest generation, as sqld answers it.
+		w.Header().Set(AnswerHeader, "end")
+		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(v.head, 1), "message": "end of generation"})
+	}
+	switch {
+	case start > 1:
+		endOfGeneration()
+	case gen == v.from-1:
+		h.sendImage(w, r, name, v.head)
+	case gen < v.from-1:
+		endOfGeneration()
+	case gen >= v.head:
+		endOfGeneration()
+	default:
+		pages, commit, ok := h.opts.History.diff(name, gen, v.head)
+		if !ok { // the window moved meanwhile: the whole database is always right
+			h.sendImage(w, r, name, v.head)
+			return
+		}
+		pgnos := sortedPgnos(pages)
+		if len(pgnos) == 0 { // nothing changed in the pages: the client's state is the head's
+			endOfGeneration()
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set(AnswerHeader, "diff")
+		w.WriteHeader(http.StatusOK)
+		frame := make([]byte, frameHeaderSize+PageSize)
+		for i, pgno := range pgnos {
+			size := uint32(0)
+			if i == len(pgnos)-1 {
+				size = commit
+			}
+			putFrame(frame, pgno, size, pages[pgno])
+			if _, err := w.Write(frame); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
+	clear(frame[:frameHeaderSize])
+	binary.BigEndian.PutUint32(frame[0:4], pgno)
+	binary.BigEndian.PutUint32(frame[4:8], sizeAfter)
+	copy(frame[frameHeaderSize:], data)
+}
+
+// sendImage sends the whole database at txid as one transaction.
+func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) {
+	img, err := h.image(r.Context(), name, txid)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	defer img.mu.Unlock()
+	f, err := os.Open(img.path)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(AnswerHeader, "database")
+	w.WriteHeader(http.StatusOK)
+	frame := make([]byte, frameHeaderSize+PageSize)
+	for pgno := uint32(1); pgno <= img.pages; pgno++ {
+		if _, err := io.ReadFull(f, frame[frameHeaderSize:]); err != nil {
+			return // the client sees a short body and fails its sync
+		}
+		size := uint32(0)
+		if pgno == img.pages {
+			size = img.pages
+		}
+		binary.BigEndian.PutUint32(frame[0:4], pgno)
+		binary.BigEndian.PutUint32(frame[4:8], size)
+		if _, err := w.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// image returns the database restored at exactly txid, locked; the
+// caller unlocks it once it has read the file.
+func (h *Handler) image(ctx context.Context, name string, txid uint64) (*image, error) {
+	h.mu.Lock()
+	img := h.images[name]
+	if img == nil {
+		img = &image{}
+		h.images[name] = img
+	}
+	h.mu.Unlock()
+	img.mu.Lock()
+	if img.path != "" && img.txid == txid {
+		return img, nil
+	}
+	if img.path != "" {
+		_ = os.Remove(img.path)
+		img.path = ""
+	}
+	if err := os.MkdirAll(h.opts.Dir, 0o700); err != nil {
+		img.mu.Unlock()
+		return nil, err
+	}
+	path := filepath.Join(h.opts.Dir, name+"-"+strconv.FormatUint(txid, 10)+".image")
+	_ = os.Remove(path) // left by an earlier run
+	res, err := restore.Restore(ctx, replica.Sub(h.opts.Store, name), path, restore.Options{TXID: ltx.TXID(txid)})
+	if err != nil {
+		img.mu.Unlock()
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf("embedded replica sync: cannot rebuild database %q at TXID %d from the replica: %v", name, txid, err))
+	}
+	if res.PageSize != PageSize {
+		_ = os.Remove(path)
+		img.mu.Unlock()
+		return nil, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf("database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages", name, res.PageSize))
+	}
+	img.txid, img.path, img.pages = txid, path, res.Pages
+	return img, nil
+}
+
+// Forget drops a database's image and window (it was deleted).
+func (h *Handler) Forget(name string) {
+	h.opts.History.Forget(name)
+	h.mu.Lock()
+	img := h.images[name]
+	delete(h.images, name)
+	h.mu.Unlock()
+	if img != nil {
+		img.mu.Lock()
+		if img.path != "" {
+			_ = os.Remove(img.path)
+		}
+		img.mu.Unlock()
+	}
+}
+
+// CleanPath lets a sync URL written with a trailing slash
+// (http://HOST/db/NAME/) reach the endpoints: libSQL's client appends
+// "/info", giving "/db/NAME//info", which Go's router would redirect and the
+// client does not follow.
+func CleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, "/db/") && strings.Contains(p, "//") && r.Method == http.MethodGet {
+			rest := strings.TrimPrefix(p, "/db/")
+			if name, tail, ok := strings.Cut(rest, "//"); ok && !strings.Contains(name, "/") &&
+				(tail == "info" || strings.HasPrefix(tail, "export/") || strings.HasPrefix(tail, "sync/")) {
+				r2 := r.Clone(r.Context())
+				r2.URL.Path = "/db/" + name + "/" + tail
+				r2.URL.RawPath = ""
+				next.ServeHTTP(w, r2)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,199 @@
+package libsqlsync
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// PageSize is the only page size libSQL's sync protocol carries: its
+// clients split responses into 24+4096-byte frames.
+const PageSize = 4096
+
+// DefaultHistoryBytes bounds the page bytes History keeps per database.
+const DefaultHistoryBytes = 16 << 20
+
+// entry is one shipped LTX file: the newest version of each page it changed.
+type entry struct {
+	min, max uint64
+	commit   uint32 // database size in pages after max
+	pages    map[uint32][]byte
+}
+
+// dbHistory is the window of one database's recently shipped files,
+// contiguous in TXID: entries[0].min == from, entries[last].max == head.
+type dbHistory struct {
+	entries []entry
+	bytes   int
+	from    uint64 // oldest TXID whose changes are known (head+1: none)
+	head    uint64 // newest TXID known; 0 until the first file or Seed
+}
+
+// History keeps, for every database, the pages of its recently shipped
+// files, fed by Shipped on the shipping goroutine.
+type History struct {
+	mu    sync.Mutex
+	dbs   map[string]*dbHistory
+	limit int
+}
+
+// NewHistory keeps up to limitBytes of pages per database (<= 0: the default).
+func NewHistory(limitBytes int) *History {
+	if limitBytes <= 0 {
+		limitBytes = DefaultHistoryBytes
+	}
+	return &History{dbs: map[string]*dbHistory{}, limit: limitBytes}
+}
+
+// Shipped records a file the store accepted. A file that cannot be read
+// (another page size, a damaged body) empties the window: the next
+// clients receive the whole database rather than a diff with a hole.
+func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
+	e, err := decode(body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil {
+		d = &dbHistory{from: uint64(f.MinTXID)}
+		h.dbs[db] = d
+	}
+	recreated := f.MinTXID == 1 && d.head > 0 // a database deleted and created again
+	if !recreated && d.head > 0 && uint64(f.MaxTXID) <= d.head {
+		return // already covered: the window was seeded past it
+	}
+	if err != nil || uint64(f.MinTXID) != d.head+1 || recreated {
+		// Not a continuation (a gap, a body the engine did not keep, a
+		// recreated database): start the window at this file. Its start
+		// never moves back except for a new database, so a client that
+		// walked to it is never skipped past the whole-database answer.
+		from := uint64(f.MinTXID)
+		if err != nil {
+			from = uint64(f.MaxTXID) + 1
+		}
+		if !recreated && from < d.from {
+			from = d.from
+		}
+		d.entries, d.bytes, d.from = nil, 0, from
+	}
+	d.head = uint64(f.MaxTXID)
+	if err != nil {
+		return
+	}
+	size := len(e.pages) * PageSize
+	if size > h.limit {
+		d.entries, d.bytes, d.from = nil, 0, e.max+1
+		return
+	}
+	d.entries = append(d.entries, e)
+	d.bytes += size
+	for d.bytes > h.limit {
+		d.bytes -= len(d.entries[0].pages) * PageSize
+		d.from = d.entries[0].max + 1
+		d.entries = d.entries[1:]
+	}
+}
+
+// Forget drops a database's window (it was deleted).
+func (h *History) Forget(db string) {
+	h.mu.Lock()
+	delete(h.dbs, db)
+	h.mu.Unlock()
+}
+
+// view is what one sync request decides on, taken under the lock.
+type view struct {
+	from, head uint64
+	known      bool // from..head is known (a window exists)
+}
+
+// view returns the window of db; pos (the database's shipped position)
+// seeds an empty window so that "nothing known before pos" holds.
+func (h *History) view(db string, pos uint64) view {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil {
+		d = &dbHistory{head: pos, from: pos + 1}
+		h.dbs[db] = d
+	}
+	if d.head < pos && len(d.entries) == 0 {
+		d.head, d.from = pos, pos+1
+	}
+	return view{from: d.from, head: d.head, known: true}
+}
+
+// diff returns every page changed after TXID g, at its newest version, and
+// the database size in pages at head; ok is false when the window does not
+// reach back to g+1 or has moved past head.
+func (h *History) diff(db string, g, head uint64) (pages map[uint32][]byte, commit uint32, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || d.from > g+1 || d.head != head || len(d.entries) == 0 {
+		return nil, 0, false
+	}
+	pages = map[uint32][]byte{}
+	for _, e := range d.entries {
+		if e.max <= g {
+			continue
+		}
+		for pgno, data := range e.pages {
+			pages[pgno] = data // later entries overwrite: newest wins
+		}
+		commit = e.commit
+	}
+	for pgno := range pages {
+		if pgno > commit { // the database shrank after this page was written
+			delete(pages, pgno)
+		}
+	}
+	return pages, commit, true
+}
+
+var errPageSize = errors.New("page size is not 4096")
+
+func decode(body []byte) (entry, error) {
+	if body == nil {
+		return entry{}, errors.New("no body")
+	}
+	dec := ltx.NewDecoder(bytes.NewReader(body))
+	if err := dec.DecodeHeader(); err != nil {
+		return entry{}, err
+	}
+	hdr := dec.Header()
+	if hdr.PageSize != PageSize {
+		return entry{}, errPageSize
+	}
+	e := entry{min: uint64(hdr.MinTXID), max: uint64(hdr.MaxTXID), commit: hdr.Commit, pages: map[uint32][]byte{}}
+	for {
+		var ph ltx.PageHeader
+		data := make([]byte, PageSize)
+		if err := dec.DecodePage(&ph, data); err == io.EOF {
+			break
+		} else if err != nil {
+			return entry{}, fmt.Errorf("decode page: %w", err)
+		}
+		e.pages[ph.Pgno] = data
+	}
+	if err := dec.Close(); err != nil {
+		return entry{}, err
+	}
+	return e, nil
+}
+
+// sortedPgnos lists pages' numbers in ascending order.
+func sortedPgnos(pages map[uint32][]byte) []uint32 {
+	out := make([]uint32, 0, len(pages))
+	for p := range pages {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,111 @@
+package libsqlsync
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+)
+
+// ltxFile encodes one LTX file changing pages (each filled with its byte).
+func ltxFile(t *testing.T, min, max uint64, commit uint32, pages map[uint32]byte) (replica.LTXFile, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc, err := ltx.NewEncoder(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := ltx.Header{Version: ltx.Version, PageSize: PageSize, Commit: commit, MinTXID: ltx.TXID(min), MaxTXID: ltx.TXID(max), Timestamp: 1}
+	if min > 1 {
+		hdr.PreApplyChecksum = ltx.ChecksumFlag | 1
+	}
+	if err := enc.EncodeHeader(hdr); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[uint32][]byte{}
+	for p := range pages {
+		keys[p] = nil
+	}
+	var sum ltx.Checksum // a snapshot's (min 1) is checked: every page's
+	for _, pgno := range sortedPgnos(keys) {
+		data := bytes.Repeat([]byte{pages[pgno]}, PageSize)
+		sum ^= ltx.ChecksumPage(pgno, data)
+		if err := enc.EncodePage(ltx.PageHeader{Pgno: pgno}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if min > 1 {
+		sum = 2
+	}
+	enc.SetPostApplyChecksum(ltx.ChecksumFlag | sum)
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return replica.LTXFile{MinTXID: ltx.TXID(min), MaxTXID: ltx.TXID(max)}, buf.Bytes()
+}
+
+func TestHistoryDiffIsEveryChangedPageAtItsNewestVersion(t *testing.T) {
+	h := NewHistory(0)
+	for _, f := range []struct {
+		txid   uint64
+		commit uint32
+		pages  map[uint32]byte
+	}{
+		{1, 3, map[uint32]byte{1: 'a', 2: 'a', 3: 'a'}},
+		{2, 3, map[uint32]byte{2: 'b'}},
+		{3, 4, map[uint32]byte{3: 'c', 4: 'c'}},
+		{4, 2, map[uint32]byte{1: 'd', 2: 'd'}}, // shrinks to 2 pages
+	} {
+		lf, body := ltxFile(t, f.txid, f.txid, f.commit, f.pages)
+		h.Shipped("db", lf, body)
+	}
+	v := h.view("db", 4)
+	if v.from != 1 || v.head != 4 {
+		t.Fatalf("window %d..%d, want 1..4", v.from, v.head)
+	}
+	pages, commit, ok := h.diff("db", 1, 4)
+	if !ok || commit != 2 || len(pages) != 2 || pages[1][0] != 'd' || pages[2][0] != 'd' {
+		t.Fatalf("diff after 1: ok=%v commit=%d pages=%d", ok, commit, len(pages))
+	}
+	pages, commit, ok = h.diff("db", 2, 3) // head moved: not answerable as asked
+	if ok {
+		t.Fatalf("diff against a stale head answered %d pages", len(pages))
+	}
+	if pages, _, ok = h.diff("db", 2, 4); !ok || len(pages) != 2 {
+		t.Fatalf("diff after 2: %v %d", ok, len(pages))
+	}
+}
+
+func TestHistoryWindowStartNeverMovesBack(t *testing.T) {
+	h := NewHistory(3 * PageSize)
+	ship := func(txid uint64, pages map[uint32]byte) {
+		lf, body := ltxFile(t, txid, txid, 4, pages)
+		h.Shipped("db", lf, body)
+	}
+	ship(5, map[uint32]byte{1: 1, 2: 1})
+	ship(6, map[uint32]byte{1: 2, 2: 2}) // 4 pages kept > 3: TXID 5 leaves the window
+	if v := h.view("db", 6); v.from != 6 || v.head != 6 {
+		t.Fatalf("window %d..%d, want 6..6", v.from, v.head)
+	}
+	if _, _, ok := h.diff("db", 4, 6); ok {
+		t.Fatal("a diff from before the window was answered")
+	}
+	// A file the engine did not keep (nil body) restarts the window after it.
+	h.Shipped("db", replica.LTXFile{MinTXID: 7, MaxTXID: 7}, nil)
+	if v := h.view("db", 7); v.from != 8 {
+		t.Fatalf("after an unreadable file the window starts at %d, want 8", v.from)
+	}
+	// The database was seeded past a file that arrives late: ignored.
+	ship(7, map[uint32]byte{1: 3})
+	if v := h.view("db", 7); v.from != 8 {
+		t.Fatalf("a late file moved the window start back to %d", v.from)
+	}
+	// A recreated database (TXID 1 again) starts over.
+	lf, body := ltxFile(t, 1, 1, 1, map[uint32]byte{1: 9})
+	h.Shipped("db", lf, body)
+	if v := h.view("db", 1); v.from != 1 || v.head != 1 {
+		t.Fatalf("recreated database: window %d..%d, want 1..1", v.from, v.head)
+	}
+}
