@@ -111,22 +111,16 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := h.opts.History.view(name, pos)
-	img, err := h.image(r.Context(), name, v.head)
-	if err != nil {
-		h.opts.WriteError(w, r, err)
-		return
-	}
-	defer img.mu.Unlock()
-	f, err := os.Open(img.path)
+	f, pages, err := h.openImage(r.Context(), name, v.head)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(int64(img.pages)*PageSize, 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(int64(pages)*PageSize, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.CopyN(w, f, int64(img.pages)*PageSize)
+	_, _ = io.CopyN(w, f, int64(pages)*PageSize)
 }
 
 // Sync answers GET …/sync/{generation}/{start}/{end}. See the package
@@ -204,13 +198,7 @@ func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
 
 // sendImage sends the whole database at txid as one transaction.
 func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) {
-	img, err := h.image(r.Context(), name, txid)
-	if err != nil {
-		h.opts.WriteError(w, r, err)
-		return
-	}
-	defer img.mu.Unlock()
-	f, err := os.Open(img.path)
+	f, pages, err := h.openImage(r.Context(), name, txid)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -220,13 +208,13 @@ func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string,
 	w.Header().Set(AnswerHeader, "database")
 	w.WriteHeader(http.StatusOK)
 	frame := make([]byte, frameHeaderSize+PageSize)
-	for pgno := uint32(1); pgno <= img.pages; pgno++ {
+	for pgno := uint32(1); pgno <= pages; pgno++ {
 		if _, err := io.ReadFull(f, frame[frameHeaderSize:]); err != nil {
 			return // the client sees a short body and fails its sync
 		}
 		size := uint32(0)
-		if pgno == img.pages {
-			size = img.pages
+		if pgno == pages {
+			size = pages
 		}
 		binary.BigEndian.PutUint32(frame[0:4], pgno)
 		binary.BigEndian.PutUint32(frame[4:8], size)
@@ -236,8 +224,23 @@ func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string,
 	}
 }
 
-// image returns the database restored at exactly txid, locked; the
-// caller unlocks it once it has read the file.
+// openImage opens the database restored at exactly txid and its size in
+// pages. The file stays readable after a newer image replaces it (the open
+// descriptor keeps it), so a slow client never holds up the others.
+func (h *Handler) openImage(ctx context.Context, name string, txid uint64) (*os.File, uint32, error) {
+	img, err := h.image(ctx, name, txid)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer img.mu.Unlock()
+	f, err := os.Open(img.path)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, img.pages, nil
+}
+
+// image returns the database restored at exactly txid, locked.
 func (h *Handler) image(ctx context.Context, name string, txid uint64) (*image, error) {
 	h.mu.Lock()
 	img := h.images[name]
