@@ -202,6 +202,9 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", info.Gen), embRO); code != 400 || answer != "end" {
 		t.Fatalf("a sync with nothing new answered %d %q; want 400 end of generation", code, answer)
 	}
+	if c.name == "python-libsql" { // once: the server's side of the walk, as libSQL's client makes it
+		walkCost(t, host, info.Gen-20, info.Gen)
+	}
 	r = runReplica(t, local, url, embRO, "sync")
 	if r.Error != "" {
 		t.Fatalf("incremental sync: %s", r.Error)
@@ -331,4 +334,34 @@ func embeddedFarBehindCatchesUp(t *testing.T, runReplica func(t *testing.T, loca
 		t.Fatalf("integrity_check: %q", r.Integrity)
 	}
 	t.Logf("acknowledged %d, replica has %d rows after catching up", acked, len(r.Rows))
+}
+
+// walkCost makes the requests libSQL's client makes to sync from generation
+// from to head (frames of a generation, then its end, then the next one)
+// and reports what they cost.
+func walkCost(t *testing.T, host string, from, head uint64) {
+	t.Helper()
+	requests, bytes, frames := 0, 0, 0
+	gen, next := from, uint64(1)
+	for requests < 10*int(head-from+2) {
+		code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/%d/%d", gen, next, next+128), embRO)
+		requests++
+		bytes += n
+		switch {
+		case code == 200 && answer != "":
+			frames += n / (4096 + 24)
+			next += uint64(n / (4096 + 24))
+		case code == 400 && answer == "end" && gen >= head:
+			t.Logf("sync over %d commits: %d requests, %d frames, %d bytes", head-from, requests, frames, bytes)
+			if requests > 2*int(head-from)+2 {
+				t.Fatalf("%d requests for %d commits", requests, head-from)
+			}
+			return
+		case code == 400 && answer == "end":
+			gen, next = gen+1, 1
+		default:
+			t.Fatalf("sync %d/%d: %d %q", gen, next, code, answer)
+		}
+	}
+	t.Fatalf("the walk from %d to %d did not end", from, head)
 }
