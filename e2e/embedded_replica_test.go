@@ -434,3 +434,44 @@ func embInsert(host, v string) bool {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode == 200
 }
+
+// An embedded replica may sync from any instance: a `-follow` instance
+// forwards the sync requests and the writes to the writer.
+func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
+	for _, c := range replicaClients() {
+		t.Run(c.name, func(t *testing.T) {
+			m := testenv.MinIO(t)
+			bucket := m.NewBucket(t)
+			writer := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
+			follower := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
+			embeddedServe(t, m.Env(), t.TempDir(), m.URL(bucket, ""), writer,
+				fmt.Sprintf("lease: {enabled: true, ttl: 2s, advertise: \"http://%s\"}\n", writer))
+			req, _ := http.NewRequest("PUT", "http://"+writer+"/v1/databases/app", nil)
+			req.Header.Set("Authorization", "Bearer "+embRW)
+			if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
+				t.Fatalf("create app: %v %v", resp, err)
+			}
+			embQuery(t, writer, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+			for i := range 10 {
+				embQuery(t, writer, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("w-%d", i))
+			}
+			embeddedServe(t, m.Env(), t.TempDir(), m.URL(bucket, ""), follower, "lease: {follow: true, poll-interval: 50ms}\n")
+
+			url := "http://" + follower + "/db/app/"
+			local := filepath.Join(t.TempDir(), "local.db")
+			r := c.run(t, local, url, embRO, "sync")
+			if r.Error != "" {
+				t.Fatalf("bootstrap through the follower: %s", r.Error)
+			}
+			sameRows(t, "bootstrap through the follower", r.Rows, embQuery(t, writer, "SELECT id, v FROM t ORDER BY id"))
+			embQuery(t, writer, "INSERT INTO t(v) VALUES ('later')")
+			r = c.run(t, local, url, embRW, "write", "through-the-follower")
+			if r.Error != "" {
+				t.Fatalf("write through the follower: %s", r.Error)
+			}
+			server := embQuery(t, writer, "SELECT id, v FROM t ORDER BY id")
+			sameRows(t, "after a write through the follower", r.Rows, server)
+			t.Logf("replica synced through the follower: %d rows, as on the writer", len(server))
+		})
+	}
+}
