@@ -176,6 +176,7 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	}
 	sameRows(t, "after bootstrap", r.Rows, embQuery(t, host, "SELECT id, v FROM t ORDER BY id"))
 	t.Logf("bootstrapped %d rows", len(r.Rows))
+	bootGen := replicaMeta(t, local).Generation
 
 	// New commits on the server arrive with the next sync of the same file,
 	// as the pages they changed, not the database.
@@ -203,7 +204,11 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 		t.Fatalf("a sync with nothing new answered %d %q; want 400 end of generation", code, answer)
 	}
 	if c.name == "python-libsql" { // once: the server's side of the walk, as libSQL's client makes it
-		walkCost(t, host, info.Gen-20, info.Gen)
+		// One transaction of the changed pages, then the end: the client
+		// stops there, remembered at the TXID it was sent.
+		if requests, frames := walkCost(t, host, info.Gen-20, info.Gen); requests != 2 || frames > 3 {
+			t.Fatalf("a sync over 20 commits took %d requests and %d frames; want 2 and the few changed pages", requests, frames)
+		}
 	}
 	r = runReplica(t, local, url, embRO, "sync")
 	if r.Error != "" {
@@ -215,9 +220,11 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 		t.Fatalf("local file after sync: integrity_check says %q", r.Integrity)
 	}
 
-	// Syncs while a writer commits: every local state is a state the
-	// server had (a prefix of its rows, ids ascending) and the file is
-	// sound; once the writer stops, one sync brings every acknowledged row.
+	// Syncs while a writer commits flat out: each returns (a client that
+	// stepped one generation per commit would chase the head forever),
+	// every local state is a state the server had (a prefix of its rows,
+	// ids ascending) and the file is sound; once the writer stops, one
+	// sync brings every acknowledged row.
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() {
@@ -234,7 +241,6 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 				return
 			}
 			n++
-			time.Sleep(writerPause)
 		}
 	}()
 	for i := range 6 {
@@ -263,7 +269,7 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	if got := embQuery(t, host, "SELECT count(*) FROM t WHERE v LIKE 'concurrent-%'"); fmt.Sprint(got) != fmt.Sprintf("[[%d]]", acked) {
 		t.Fatalf("%d concurrent writes acknowledged, the server has %v", acked, got)
 	}
-	t.Logf("%d writes acknowledged (one every %s) during 6 syncs; the replica has all %d rows", acked, writerPause, len(r.Rows))
+	t.Logf("%d writes acknowledged, flat out, during 6 syncs; the replica has all %d rows", acked, len(r.Rows))
 
 	// A write through the replica reaches the server durably and is read
 	// back locally after sync (read-your-writes).
@@ -277,6 +283,21 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	}
 	sameRows(t, "after a write through the replica", r.Rows, server)
 	t.Logf("replica and server agree on %d rows", len(server))
+
+	// Many writes through the replica, each followed by a sync: its local
+	// WAL fills (1000 frames) and its generation ends: it checkpoints and
+	// carries on in the next one.
+	r = runReplica(t, local, url, embRW, "churn", "250")
+	if r.Error != "" || r.Integrity != "ok" {
+		t.Fatalf("250 large writes and syncs through the replica: %s %s", r.Error, r.Integrity)
+	}
+	server = embQuery(t, host, "SELECT id, v FROM t ORDER BY id")
+	sameRows(t, "after 250 large writes and syncs", r.Rows, server)
+	meta := replicaMeta(t, local)
+	t.Logf("after 250 large writes: %d rows, replica in generation %d (bootstrapped in %d) at frame %d", len(server), meta.Generation, bootGen, meta.DurableFrameNo)
+	if meta.Generation <= bootGen || meta.Generation > bootGen+3 || meta.DurableFrameNo > 1200 {
+		t.Fatalf("after 250 large writes the replica is in generation %d at frame %d; want one or two generations on from %d and its WAL bounded", meta.Generation, meta.DurableFrameNo, bootGen)
+	}
 
 	// Tokens: another database's token and no token are refused; so is a
 	// read-only token writing through the replica.
@@ -387,39 +408,47 @@ func embeddedFarBehindCatchesUp(t *testing.T, runReplica func(t *testing.T, loca
 }
 
 // walkCost makes the requests libSQL's client makes to sync from generation
-// from to head (frames of a generation, then its end, then the next one)
-// and reports what they cost.
-func walkCost(t *testing.T, host string, from, head uint64) {
+// from (frames of a generation until an end of generation; stop when it
+// names no newer one, else the next generation from frame 1) and reports
+// what they cost.
+func walkCost(t *testing.T, host string, from, head uint64) (requests, frames int) {
 	t.Helper()
-	requests, bytes, frames := 0, 0, 0
+	bytes := 0
 	gen, next := from, uint64(1)
 	for requests < 10*int(head-from+2) {
-		code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/%d/%d", gen, next, next+128), embRO)
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/db/app/sync/%d/%d/%d", host, gen, next, next+128), nil)
+		req.Header.Set("Authorization", "Bearer "+embRO)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
 		requests++
-		bytes += n
+		bytes += len(raw)
 		switch {
-		case code == 200 && answer != "":
-			frames += n / (4096 + 24)
-			next += uint64(n / (4096 + 24))
-		case code == 400 && answer == "end" && gen >= head:
-			t.Logf("sync over %d commits: %d requests, %d frames, %d bytes", head-from, requests, frames, bytes)
-			if requests > 2*int(head-from)+2 {
-				t.Fatalf("%d requests for %d commits", requests, head-from)
+		case resp.StatusCode == 200 && len(raw)%(4096+24) == 0:
+			frames += len(raw) / (4096 + 24)
+			next += uint64(len(raw) / (4096 + 24))
+		case resp.StatusCode == 400:
+			var end struct {
+				Generation uint64 `json:"generation"`
 			}
-			return
-		case code == 400 && answer == "end":
+			if err := json.Unmarshal(raw, &end); err != nil {
+				t.Fatalf("end of generation: %s", raw)
+			}
+			if gen >= end.Generation {
+				t.Logf("sync over %d commits: %d requests, %d frames, %d bytes", head-from, requests, frames, bytes)
+				return requests, frames
+			}
 			gen, next = gen+1, 1
 		default:
-			t.Fatalf("sync %d/%d: %d %q", gen, next, code, answer)
+			t.Fatalf("sync %d/%d: %d %s", gen, next, resp.StatusCode, raw)
 		}
 	}
 	t.Fatalf("the walk from %d to %d did not end", from, head)
+	return
 }
-
-// writerPause paces the concurrent writer: libSQL's client moves one
-// generation (one TXID here) per two requests, so a sync catches up only
-// with a writer slower than that (see README, Embedded replicas).
-const writerPause = 20 * time.Millisecond
 
 // embInsert writes one row through the JSON API from a goroutine (no t).
 func embInsert(host, v string) bool {
@@ -474,4 +503,20 @@ func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
 			t.Logf("replica synced through the follower: %d rows, as on the writer", len(server))
 		})
 	}
+}
+
+type replicaMetadata struct {
+	Generation     uint64 `json:"generation"`
+	DurableFrameNo uint64 `json:"durable_frame_num"`
+}
+
+// replicaMeta reads the client's own record of its position (LOCAL-info).
+func replicaMeta(t *testing.T, local string) replicaMetadata {
+	t.Helper()
+	var m replicaMetadata
+	raw, err := os.ReadFile(local + "-info")
+	if err != nil || json.Unmarshal(raw, &m) != nil || m.Generation == 0 {
+		t.Fatalf("the replica's metadata: %v %s", err, raw)
+	}
+	return m
 }

@@ -7,10 +7,14 @@
 //
 // sluice keeps no WAL for this. A generation is a TXID: a client that
 // believes it is at generation g holds the database as of TXID g or later,
-// never older. Generation g's frames are one transaction: every page changed
-// after TXID g, at the newest shipped version, so applying them to any state
-// at or after g gives exactly the newest state (pages the client already has
-// are rewritten unchanged). The pages come from History, the recently
+// never older. What it is sent is one transaction: every page changed after
+// a TXID it is known to be at, at the newest shipped version, so applying
+// them gives exactly the newest state (pages it already has are rewritten
+// unchanged). Which TXID a client is at is remembered by History under the
+// client's next request (generation, frames it holds), so a sync after N
+// commits is one transaction of the changed pages and an empty sync one
+// small request; the client steps to the next generation only when its
+// local WAL is full. The pages come from History, the recently
 // shipped LTX files of each database kept in memory; a client older than
 // that window walks past the generations it cannot be given diffs for
 // without receiving anything, and at the window's edge receives the whole

@@ -95,6 +95,7 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := h.opts.History.view(name, pos)
+	h.opts.History.info(name, max(v.head, 1))
 	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": max(v.head, 1)})
 }
 
@@ -123,16 +124,28 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.CopyN(w, f, int64(pages)*PageSize)
 }
 
-// Sync answers GET …/sync/{generation}/{start}/{end}. See the package
-// comment for what a generation promises; the rules, in order:
-//   - start > 1: the client applied this generation's one transaction:
-//     end of generation, naming the newest (it moves on if behind);
-//   - generation == window start - 1: the whole database (the first
-//     generation diffs cannot reach back past, where clients that walked
-//     past older generations without frames land);
-//   - generation older than that: end of generation without frames;
-//   - generation at the head: end of generation (nothing new);
-//   - else the pages changed since the generation, as one transaction.
+// Sync answers GET …/sync/{generation}/{start}/{end}. The client applies
+// what it is sent at frame start of its local WAL in this generation and
+// asks again, until told the generation ended (a 400 naming the newest
+// generation: it stops when that is not newer than its own, else it
+// checkpoints and asks for frame 1 of the next). A generation is a TXID
+// the client's state is at or after. The rules:
+//   - frame 1 at or after the head: end of generation naming its own;
+//   - frame 1 of the generation just before the window: the whole
+//     database (clients that walked past older generations without frames
+//     land here);
+//   - frame 1 of an older generation: end of generation, no frames,
+//     naming the head (the client walks on);
+//   - a later frame whose sender History remembers (reachedBy): it is at
+//     that TXID; up to date: end of generation naming its own, so it
+//     stops (after walFrames frames: naming the head, so it checkpoints
+//     and moves on, and the next generation starts at that TXID, see
+//     History.end); behind: the pages changed since, as one transaction;
+//   - a later frame nobody remembers: end of generation naming the head
+//     (the client, past its generation, moves one generation on);
+//   - frame 1 otherwise: the pages changed after the generation's start
+//     (History.startOf), as one transaction, or end of generation (naming
+//     its own) if none.
 func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 	name, pos, err := h.database(r)
 	if err != nil {
@@ -145,49 +158,84 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "sync: generation and start must be positive numbers"))
 		return
 	}
-	v := h.opts.History.view(name, pos)
-	endOfGeneration := func() {
-		// libSQL's client reads the end of a generation from a 400 with
-		// the newest generation, as sqld answers it.
+	hist := h.opts.History
+	v := hist.view(name, pos)
+	endOfGeneration := func(newest uint64) {
 		w.Header().Set(AnswerHeader, "end")
-		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(v.head, 1), "message": "end of generation"})
+		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
 	}
-	switch {
-	case start > 1:
-		endOfGeneration()
-	case gen == v.from-1:
-		h.sendImage(w, r, name, v.head)
-	case gen < v.from-1:
-		endOfGeneration()
-	case gen >= v.head:
-		endOfGeneration()
-	default:
-		pages, commit, ok := h.opts.History.diff(name, gen, v.head)
-		if !ok { // the window moved meanwhile: the whole database is always right
-			h.sendImage(w, r, name, v.head)
-			return
-		}
-		pgnos := sortedPgnos(pages)
-		if len(pgnos) == 0 { // nothing changed in the pages: the client's state is the head's
-			endOfGeneration()
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set(AnswerHeader, "diff")
-		w.WriteHeader(http.StatusOK)
-		frame := make([]byte, frameHeaderSize+PageSize)
-		for i, pgno := range pgnos {
-			size := uint32(0)
-			if i == len(pgnos)-1 {
-				size = commit
-			}
-			putFrame(frame, pgno, size, pages[pgno])
-			if _, err := w.Write(frame); err != nil {
-				return
-			}
+	image := func() {
+		if n, ok := h.sendImage(w, r, name, v.head); ok {
+			hist.reach(name, gen, start-1+uint64(n), v.head)
 		}
 	}
+	base := gen
+	if start == 1 {
+		switch {
+		case gen >= v.head:
+			// Nothing new (a client that walked here without frames gets
+			// the whole database once there is). Frames are only ever
+			// sent up to a newer head: a client holding frames of a
+			// generation is past it, which the rule for forgotten senders
+			// below relies on.
+			endOfGeneration(gen)
+			return
+		case gen == v.from-1:
+			image()
+			return
+		case gen < v.from-1:
+			endOfGeneration(v.head)
+			return
+		}
+		base = hist.startOf(name, gen)
+	} else {
+		n, ok := hist.reachedBy(name, gen, start-1)
+		if !ok {
+			endOfGeneration(v.head)
+			return
+		}
+		if n >= v.head {
+			if start-1 >= walFrames {
+				hist.end(name, gen, n)
+				endOfGeneration(v.head)
+			} else {
+				endOfGeneration(gen)
+			}
+			return
+		}
+		base = n
+	}
+	pages, commit, ok := hist.diff(name, base, v.head)
+	if !ok { // the window no longer reaches back to base: the whole database is always right
+		image()
+		return
+	}
+	pgnos := sortedPgnos(pages)
+	if len(pgnos) == 0 { // the commits changed no page: the client's pages are the head's
+		hist.reach(name, gen, start-1, v.head)
+		endOfGeneration(gen)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(AnswerHeader, "diff")
+	w.WriteHeader(http.StatusOK)
+	frame := make([]byte, frameHeaderSize+PageSize)
+	for i, pgno := range pgnos {
+		size := uint32(0)
+		if i == len(pgnos)-1 {
+			size = commit
+		}
+		putFrame(frame, pgno, size, pages[pgno])
+		if _, err := w.Write(frame); err != nil {
+			return
+		}
+	}
+	hist.reach(name, gen, start-1+uint64(len(pgnos)), v.head)
 }
+
+// walFrames is how many frames a client's local WAL may hold before its
+// generation is ended (the client checkpoints, emptying it): about 4 MB.
+const walFrames = 1000
 
 func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
 	clear(frame[:frameHeaderSize])
@@ -196,12 +244,13 @@ func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
 	copy(frame[frameHeaderSize:], data)
 }
 
-// sendImage sends the whole database at txid as one transaction.
-func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) {
+// sendImage sends the whole database at txid as one transaction and
+// reports how many frames it sent, all of them.
+func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) (uint32, bool) {
 	f, pages, err := h.openImage(r.Context(), name, txid)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
-		return
+		return 0, false
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -210,7 +259,7 @@ func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string,
 	frame := make([]byte, frameHeaderSize+PageSize)
 	for pgno := uint32(1); pgno <= pages; pgno++ {
 		if _, err := io.ReadFull(f, frame[frameHeaderSize:]); err != nil {
-			return // the client sees a short body and fails its sync
+			return 0, false // the client sees a short body and fails its sync
 		}
 		size := uint32(0)
 		if pgno == pages {
@@ -219,9 +268,10 @@ func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string,
 		binary.BigEndian.PutUint32(frame[0:4], pgno)
 		binary.BigEndian.PutUint32(frame[4:8], size)
 		if _, err := w.Write(frame); err != nil {
-			return
+			return 0, false
 		}
 	}
+	return pages, true
 }
 
 // openImage opens the database restored at exactly txid and its size in

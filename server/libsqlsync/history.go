@@ -34,7 +34,29 @@ type dbHistory struct {
 	bytes   int
 	from    uint64 // oldest TXID whose changes are known (head+1: none)
 	head    uint64 // newest TXID known; 0 until the first file or Seed
+
+	// reached[{generation, frames}] is the oldest TXID a client holding
+	// that many frames of that generation was brought to, so that its next
+	// request says where it is. It is kept only for generations above
+	// memoFrom, the head when this memory began: a client can hold such a
+	// generation only through requests answered since, all recorded here
+	// (generations are TXIDs the head had reached), so no entry can stand
+	// for a client it never saw. Losing it (the bound, a restart) only
+	// costs pages sent again.
+	reached  map[[2]uint64]uint64
+	memoFrom uint64
+	// ended[g] is the TXID every client that left generation g (its local
+	// WAL full) was at, where the next generation starts. Kept only when
+	// no /info handed out generation g+1 (issued, or any generation up to
+	// maxInfo once issued overflowed): a replica that bootstrapped at g+1
+	// may be older.
+	ended   map[uint64]uint64
+	issued  map[uint64]bool
+	maxInfo uint64
 }
+
+// memoLimit bounds reached per database.
+const memoLimit = 16384
 
 // History keeps, for every database, the pages of its recently shipped
 // files, fed by Shipped on the shipping goroutine.
@@ -61,10 +83,13 @@ func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
 	defer h.mu.Unlock()
 	d := h.dbs[db]
 	if d == nil {
-		d = &dbHistory{from: uint64(f.MinTXID)}
+		d = &dbHistory{from: uint64(f.MinTXID), memoFrom: uint64(f.MinTXID) - 1}
 		h.dbs[db] = d
 	}
 	recreated := f.MinTXID == 1 && d.head > 0 // a database deleted and created again
+	if recreated {
+		d.reached, d.ended, d.issued, d.memoFrom, d.maxInfo = nil, nil, nil, 0, 0
+	}
 	if !recreated && d.head > 0 && uint64(f.MaxTXID) <= d.head {
 		return // already covered: the window was seeded past it
 	}
@@ -120,7 +145,7 @@ func (h *History) view(db string, pos uint64) view {
 	defer h.mu.Unlock()
 	d := h.dbs[db]
 	if d == nil {
-		d = &dbHistory{head: pos, from: pos + 1}
+		d = &dbHistory{head: pos, from: pos + 1, memoFrom: pos}
 		h.dbs[db] = d
 	}
 	if d.head < pos && len(d.entries) == 0 {
@@ -196,4 +221,89 @@ func sortedPgnos(pages map[uint32][]byte) []uint32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// reach records that a client holding frames frames of generation gen was
+// brought to txid (the oldest such TXID wins: clients share the key).
+func (h *History) reach(db string, gen, frames, txid uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || gen <= d.memoFrom {
+		return
+	}
+	if len(d.reached) >= memoLimit || len(d.ended) >= memoLimit { // start over above the current head
+		d.reached, d.ended, d.memoFrom = nil, nil, d.head
+		return
+	}
+	if d.reached == nil {
+		d.reached = map[[2]uint64]uint64{}
+	}
+	k := [2]uint64{gen, frames}
+	if old, ok := d.reached[k]; !ok || txid < old {
+		d.reached[k] = txid
+	}
+}
+
+// reachedBy returns the TXID a client holding frames frames of generation
+// gen is at (or later), if known.
+func (h *History) reachedBy(db string, gen, frames uint64) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || gen <= d.memoFrom {
+		return 0, false
+	}
+	n, ok := d.reached[[2]uint64{gen, frames}]
+	return n, ok
+}
+
+// info records that /info handed out generation gen.
+func (h *History) info(db string, gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || gen <= d.maxInfo {
+		return
+	}
+	if len(d.issued) >= memoLimit { // forget which: treat every one up to here as issued
+		d.issued, d.maxInfo = nil, d.head
+		return
+	}
+	if d.issued == nil {
+		d.issued = map[uint64]bool{}
+	}
+	d.issued[gen] = true
+}
+
+// end records that a client left generation gen at txid, if every client
+// that enters gen+1 is known to be at least as new (see ended).
+func (h *History) end(db string, gen, txid uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || gen <= d.memoFrom || gen+1 <= d.maxInfo || d.issued[gen+1] {
+		return
+	}
+	if d.ended == nil {
+		d.ended = map[uint64]uint64{}
+	}
+	if _, ok := d.ended[gen]; !ok {
+		d.ended[gen] = txid
+	}
+}
+
+// startOf is the TXID a client at frame 1 of generation gen is at or
+// after: where the previous generation ended, if known, else gen.
+func (h *History) startOf(db string, gen uint64) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || gen-1 <= d.memoFrom {
+		return gen
+	}
+	if e, ok := d.ended[gen-1]; ok && e > gen {
+		return e
+	}
+	return gen
 }

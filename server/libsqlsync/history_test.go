@@ -109,3 +109,33 @@ func TestHistoryWindowStartNeverMovesBack(t *testing.T) {
 		t.Fatalf("recreated database: window %d..%d, want 1..1", v.from, v.head)
 	}
 }
+
+// What History remembers of clients is trusted only where it cannot stand
+// for a client it never saw: generations above the head it started at,
+// and generation starts no /info handed out.
+func TestHistoryRemembersOnlyWhatItSaw(t *testing.T) {
+	h := NewHistory(0)
+	h.view("db", 10) // started (a restart) at TXID 10
+	h.reach("db", 10, 3, 15)
+	if _, ok := h.reachedBy("db", 10, 3); ok {
+		t.Fatal("a position in a generation older than the start was trusted: an earlier client may hold it")
+	}
+	h.reach("db", 12, 3, 15)
+	h.reach("db", 12, 3, 14) // another client, same position, older: the oldest wins
+	if n, ok := h.reachedBy("db", 12, 3); !ok || n != 14 {
+		t.Fatalf("reachedBy(12, 3) = %d %v, want 14", n, ok)
+	}
+	h.info("db", 13) // a replica bootstrapped at generation 13
+	h.end("db", 12, 15)
+	if got := h.startOf("db", 13); got != 13 {
+		t.Fatalf("generation 13 starts at %d, but /info handed it out: want 13", got)
+	}
+	h.end("db", 13, 16)
+	if got := h.startOf("db", 14); got != 16 {
+		t.Fatalf("generation 14 starts at %d, want 16", got)
+	}
+	h.end("db", 13, 20) // the first end stays
+	if got := h.startOf("db", 14); got != 16 {
+		t.Fatalf("generation 14 starts at %d after a later end, want 16", got)
+	}
+}

@@ -13,6 +13,12 @@ async function main() {
       await db.execute({ sql: "INSERT INTO t(v) VALUES (?)", args: [value] });
       await db.sync();
     }
+    if (action === "churn") {
+      for (let i = 0; i < Number(value); i++) {
+        await db.execute("INSERT INTO t(v) VALUES (hex(randomblob(8000)))");
+        await db.sync();
+      }
+    }
     const rs = await db.execute("SELECT id, v FROM t ORDER BY id");
     const check = await db.execute("PRAGMA integrity_check");
     console.log(JSON.stringify({ rows: rs.rows.map((r) => [Number(r.id), r.v]), integrity: check.rows[0][0] }));

@@ -3,6 +3,7 @@
 #   sync:  sync() and print the rows of t
 #   write: write one row through the replica (the client sends it to the
 #          primary), sync() and print the rows of t
+#   churn: N times: write a 16 KB row through the replica and sync()
 import json, os, sys
 
 import libsql
@@ -15,6 +16,11 @@ try:
         conn.execute("INSERT INTO t(v) VALUES (?)", (sys.argv[5],))
         conn.commit()
         conn.sync()
+    if action == "churn":
+        for i in range(int(sys.argv[5])):
+            conn.execute("INSERT INTO t(v) VALUES (hex(randomblob(8000)))")
+            conn.commit()
+            conn.sync()
     rows = conn.execute("SELECT id, v FROM t ORDER BY id").fetchall()
     check = conn.execute("PRAGMA integrity_check").fetchall()
     print(json.dumps({"rows": [[r[0], r[1]] for r in rows], "integrity": check[0][0]}))
