@@ -205,14 +205,14 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 		}
 		base = n
 	}
-	pages, commit, ok := hist.diff(name, base, v.head)
+	pages, commit, head, ok := hist.diff(name, base)
 	if !ok { // the window no longer reaches back to base: the whole database is always right
 		image()
 		return
 	}
 	pgnos := sortedPgnos(pages)
 	if len(pgnos) == 0 { // the commits changed no page: the client's pages are the head's
-		hist.reach(name, gen, start-1, v.head)
+		hist.reach(name, gen, start-1, head)
 		endOfGeneration(gen)
 		return
 	}
@@ -230,7 +230,7 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	hist.reach(name, gen, start-1+uint64(len(pgnos)), v.head)
+	hist.reach(name, gen, start-1+uint64(len(pgnos)), head)
 }
 
 // walFrames is how many frames a client's local WAL may hold before its

@@ -154,15 +154,15 @@ func (h *History) view(db string, pos uint64) view {
 	return view{from: d.from, head: d.head, known: true}
 }
 
-// diff returns every page changed after TXID g, at its newest version, and
-// the database size in pages at head; ok is false when the window does not
-// reach back to g+1 or has moved past head.
-func (h *History) diff(db string, g, head uint64) (pages map[uint32][]byte, commit uint32, ok bool) {
+// diff returns every page changed after TXID g, at its newest version, the
+// database size in pages at the newest TXID known and that TXID; ok is
+// false when the window does not reach back to g+1.
+func (h *History) diff(db string, g uint64) (pages map[uint32][]byte, commit uint32, head uint64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d := h.dbs[db]
-	if d == nil || d.from > g+1 || d.head != head || len(d.entries) == 0 {
-		return nil, 0, false
+	if d == nil || d.from > g+1 || len(d.entries) == 0 {
+		return nil, 0, 0, false
 	}
 	pages = map[uint32][]byte{}
 	for _, e := range d.entries {
@@ -179,7 +179,7 @@ func (h *History) diff(db string, g, head uint64) (pages map[uint32][]byte, comm
 			delete(pages, pgno)
 		}
 	}
-	return pages, commit, true
+	return pages, commit, d.head, true
 }
 
 var errPageSize = errors.New("page size is not 4096")
