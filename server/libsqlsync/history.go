@@ -17,8 +17,13 @@ import (
 // clients split responses into 24+4096-byte frames.
 const PageSize = 4096
 
-// DefaultHistoryBytes bounds the page bytes History keeps per database.
-const DefaultHistoryBytes = 16 << 20
+// DefaultHistoryBytes bounds the page bytes History keeps per database,
+// and DefaultHistoryTotalBytes across every database of the server (the
+// largest windows give way first).
+const (
+	DefaultHistoryBytes      = 16 << 20
+	DefaultHistoryTotalBytes = 64 << 20
+)
 
 // entry is one shipped LTX file: the newest version of each page it changed.
 type entry struct {
@@ -56,22 +61,42 @@ type dbHistory struct {
 }
 
 // memoLimit bounds reached per database.
-const memoLimit = 16384
+const memoLimit = 1024
 
 // History keeps, for every database, the pages of its recently shipped
 // files, fed by Shipped on the shipping goroutine.
 type History struct {
-	mu    sync.Mutex
-	dbs   map[string]*dbHistory
-	limit int
+	mu         sync.Mutex
+	dbs        map[string]*dbHistory
+	limit      int // per database
+	totalLimit int
+	total      int
 }
 
-// NewHistory keeps up to limitBytes of pages per database (<= 0: the default).
+// NewHistory keeps up to limitBytes of pages per database and four times
+// that in all (<= 0: the defaults).
 func NewHistory(limitBytes int) *History {
+	total := 4 * limitBytes
 	if limitBytes <= 0 {
-		limitBytes = DefaultHistoryBytes
+		limitBytes, total = DefaultHistoryBytes, DefaultHistoryTotalBytes
 	}
-	return &History{dbs: map[string]*dbHistory{}, limit: limitBytes}
+	return &History{dbs: map[string]*dbHistory{}, limit: limitBytes, totalLimit: total}
+}
+
+// clear empties d's window, which then starts at from.
+func (h *History) clear(d *dbHistory, from uint64) {
+	h.total -= d.bytes
+	d.entries, d.bytes, d.from = nil, 0, from
+}
+
+// dropOldest moves d's window past its oldest file.
+func (h *History) dropOldest(d *dbHistory) {
+	size := len(d.entries[0].pages) * PageSize
+	d.bytes -= size
+	h.total -= size
+	d.from = d.entries[0].max + 1
+	d.entries[0] = entry{} // let its pages go
+	d.entries = d.entries[1:]
 }
 
 // Shipped records a file the store accepted. A file that cannot be read
@@ -105,7 +130,7 @@ func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
 		if !recreated && from < d.from {
 			from = d.from
 		}
-		d.entries, d.bytes, d.from = nil, 0, from
+		h.clear(d, from)
 	}
 	d.head = uint64(f.MaxTXID)
 	if err != nil {
@@ -113,21 +138,32 @@ func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
 	}
 	size := len(e.pages) * PageSize
 	if size > h.limit {
-		d.entries, d.bytes, d.from = nil, 0, e.max+1
+		h.clear(d, e.max+1)
 		return
 	}
 	d.entries = append(d.entries, e)
 	d.bytes += size
+	h.total += size
 	for d.bytes > h.limit {
-		d.bytes -= len(d.entries[0].pages) * PageSize
-		d.from = d.entries[0].max + 1
-		d.entries = d.entries[1:]
+		h.dropOldest(d)
+	}
+	for h.total > h.totalLimit {
+		var largest *dbHistory
+		for _, o := range h.dbs {
+			if len(o.entries) > 0 && (largest == nil || o.bytes > largest.bytes) {
+				largest = o
+			}
+		}
+		h.dropOldest(largest)
 	}
 }
 
 // Forget drops a database's window (it was deleted).
 func (h *History) Forget(db string) {
 	h.mu.Lock()
+	if d := h.dbs[db]; d != nil {
+		h.total -= d.bytes
+	}
 	delete(h.dbs, db)
 	h.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package libsqlsync
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/superfly/ltx"
@@ -133,5 +134,32 @@ func TestHistoryRemembersOnlyWhatItSaw(t *testing.T) {
 	h.end("db", 13, 20) // the first end stays
 	if got := h.startOf("db", 14); got != 16 {
 		t.Fatalf("generation 14 starts at %d after a later end, want 16", got)
+	}
+}
+
+func TestHistoryStaysWithinItsTotalAcrossDatabases(t *testing.T) {
+	h := NewHistory(4 * PageSize) // 4 pages per database, 16 in all
+	for i := range 10 {
+		db := fmt.Sprintf("db%d", i)
+		for txid := uint64(1); txid <= 3; txid++ {
+			lf, body := ltxFile(t, txid, txid, 3, map[uint32]byte{1: byte(txid), 2: byte(txid)})
+			if txid == 1 {
+				lf, body = ltxFile(t, 1, 1, 2, map[uint32]byte{1: 1, 2: 1})
+			}
+			h.Shipped(db, lf, body)
+		}
+	}
+	if h.total > 16*PageSize {
+		t.Fatalf("History holds %d bytes, more than its total of %d", h.total, 16*PageSize)
+	}
+	sum := 0
+	for _, d := range h.dbs {
+		if d.bytes > 4*PageSize {
+			t.Fatalf("a database holds %d bytes, more than its %d", d.bytes, 4*PageSize)
+		}
+		sum += d.bytes
+	}
+	if sum != h.total {
+		t.Fatalf("the databases hold %d bytes, the total says %d", sum, h.total)
 	}
 }
