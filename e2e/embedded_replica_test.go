@@ -196,17 +196,28 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 		_ = json.NewDecoder(resp.Body).Decode(&info)
 		resp.Body.Close()
 	}
-	code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", info.Gen-1), embRO)
+	head := headTXID(t, host)
+	// A new replica starts from the image made for the first one (no
+	// restore per bootstrap) while the changes since are known.
+	if info.Gen != bootGen || head != bootGen+20 {
+		t.Fatalf("/info names generation %d (head %d); want the image's, %d", info.Gen, head, bootGen)
+	}
+	second := c.run(t, filepath.Join(t.TempDir(), "second.db"), url, embRO, "sync")
+	if second.Error != "" {
+		t.Fatalf("a second replica bootstrapping from the older image: %s", second.Error)
+	}
+	sameRows(t, "a second replica, from the older image and the changes since", second.Rows, embQuery(t, host, "SELECT id, v FROM t ORDER BY id"))
+	code, answer, n := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", head-1), embRO)
 	if code != 200 || answer != "diff" || n%(4096+24) != 0 || n/(4096+24) > 3 {
 		t.Fatalf("the sync after one commit answered %d %q with %d bytes; want a diff of at most 3 frames", code, answer, n)
 	}
-	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", info.Gen), embRO); code != 400 || answer != "end" {
+	if code, answer, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", head), embRO); code != 400 || answer != "end" {
 		t.Fatalf("a sync with nothing new answered %d %q; want 400 end of generation", code, answer)
 	}
 	if c.name == "python-libsql" { // once: the server's side of the walk, as libSQL's client makes it
 		// One transaction of the changed pages, then the end: the client
 		// stops there, remembered at the TXID it was sent.
-		if requests, frames := walkCost(t, host, info.Gen-20, info.Gen); requests != 2 || frames > 3 {
+		if requests, frames := walkCost(t, host, head-20, head); requests != 2 || frames > 3 {
 			t.Fatalf("a sync over 20 commits took %d requests and %d frames; want 2 and the few changed pages", requests, frames)
 		}
 	}
@@ -519,4 +530,23 @@ func replicaMeta(t *testing.T, local string) replicaMetadata {
 		t.Fatalf("the replica's metadata: %v %s", err, raw)
 	}
 	return m
+}
+
+// headTXID is the database's newest TXID, from the JSON API.
+func headTXID(t *testing.T, host string) uint64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+host+"/v1/databases/app", nil)
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		TXID uint64 `json:"txid"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.TXID == 0 {
+		t.Fatalf("GET /v1/databases/app: %v", err)
+	}
+	return d.TXID
 }

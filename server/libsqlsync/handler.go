@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/superfly/ltx"
 
@@ -49,6 +50,7 @@ type image struct {
 	txid  uint64
 	path  string
 	pages uint32
+	used  time.Time // under Handler.mu
 }
 
 // New returns the handler.
@@ -95,8 +97,16 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := h.opts.History.view(name, pos)
-	h.opts.History.info(name, max(v.head, 1))
-	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": max(v.head, 1)})
+	gen := max(v.head, 1)
+	// A replica may start from the database image already made for
+	// others, if its changes since are still known: no restore per
+	// bootstrap while the database takes writes.
+	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && h.opts.History.info(name, e) {
+		gen = e
+	} else {
+		h.opts.History.info(name, gen) // the head: every generation that ended started at or before it
+	}
+	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": gen})
 }
 
 // Export answers GET …/export/{generation}: the database file at the
@@ -107,12 +117,15 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 		h.opts.WriteError(w, r, err)
 		return
 	}
-	if _, err := strconv.ParseUint(r.PathValue("generation"), 10, 32); err != nil {
+	gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 32)
+	if err != nil {
 		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "export: generation must be a number"))
 		return
 	}
 	v := h.opts.History.view(name, pos)
-	f, pages, err := h.openImage(r.Context(), name, v.head)
+	// Any image at or after the generation will do: the client holds it
+	// as that generation (at or after it, as every generation means).
+	f, pages, err := h.openImage(r.Context(), name, min(gen, v.head), v.head)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -247,7 +260,7 @@ func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
 // sendImage sends the whole database at txid as one transaction and
 // reports how many frames it sent, all of them.
 func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) (uint32, bool) {
-	f, pages, err := h.openImage(r.Context(), name, txid)
+	f, pages, err := h.openImage(r.Context(), name, txid, txid)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return 0, false
@@ -277,8 +290,8 @@ func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string,
 // openImage opens the database restored at exactly txid and its size in
 // pages. The file stays readable after a newer image replaces it (the open
 // descriptor keeps it), so a slow client never holds up the others.
-func (h *Handler) openImage(ctx context.Context, name string, txid uint64) (*os.File, uint32, error) {
-	img, err := h.image(ctx, name, txid)
+func (h *Handler) openImage(ctx context.Context, name string, atLeast, txid uint64) (*os.File, uint32, error) {
+	img, err := h.image(ctx, name, atLeast, txid)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -290,19 +303,22 @@ func (h *Handler) openImage(ctx context.Context, name string, txid uint64) (*os.
 	return f, img.pages, nil
 }
 
-// image returns the database restored at exactly txid, locked.
-func (h *Handler) image(ctx context.Context, name string, txid uint64) (*image, error) {
+// image returns, locked, the database's image if it is at atLeast..txid,
+// else a new one restored at txid.
+func (h *Handler) image(ctx context.Context, name string, atLeast, txid uint64) (*image, error) {
 	h.mu.Lock()
 	img := h.images[name]
 	if img == nil {
 		img = &image{}
 		h.images[name] = img
 	}
+	img.used = time.Now()
 	h.mu.Unlock()
 	img.mu.Lock()
-	if img.path != "" && img.txid == txid {
+	if img.path != "" && img.txid >= atLeast && img.txid <= txid {
 		return img, nil
 	}
+	h.evictImages(img)
 	if img.path != "" {
 		_ = os.Remove(img.path)
 		img.path = ""
@@ -325,6 +341,50 @@ func (h *Handler) image(ctx context.Context, name string, txid uint64) (*image, 
 	}
 	img.txid, img.path, img.pages = txid, path, res.Pages
 	return img, nil
+}
+
+// maxImages bounds the images kept on disk: the least recently used of
+// other databases is removed first (made again when needed).
+const maxImages = 4
+
+// evictImages removes images of other databases beyond maxImages,
+// skipping any being read or made.
+func (h *Handler) evictImages(keep *image) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		var oldest *image
+		n := 0
+		for _, o := range h.images {
+			if o == keep || o.path == "" {
+				continue
+			}
+			n++
+			if oldest == nil || o.used.Before(oldest.used) {
+				oldest = o
+			}
+		}
+		if n < maxImages || oldest == nil || !oldest.mu.TryLock() {
+			return
+		}
+		if oldest.path != "" {
+			_ = os.Remove(oldest.path)
+			oldest.path = ""
+		}
+		oldest.mu.Unlock()
+	}
+}
+
+// cachedImage returns the TXID of the database's image, if one is made.
+func (h *Handler) cachedImage(name string) (uint64, bool) {
+	h.mu.Lock()
+	img := h.images[name]
+	h.mu.Unlock()
+	if img == nil || !img.mu.TryLock() {
+		return 0, false
+	}
+	defer img.mu.Unlock()
+	return img.txid, img.path != ""
 }
 
 // Forget drops a database's image and window (it was deleted).

@@ -294,22 +294,31 @@ func (h *History) reachedBy(db string, gen, frames uint64) (uint64, bool) {
 	return n, ok
 }
 
-// info records that /info handed out generation gen.
-func (h *History) info(db string, gen uint64) {
+// info records that /info hands out generation gen, unless a client that
+// left gen-1 already made gen start later than gen (then it returns false:
+// a replica bootstrapped at gen could be older than that start).
+func (h *History) info(db string, gen uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d := h.dbs[db]
-	if d == nil || gen <= d.maxInfo {
-		return
+	if d == nil {
+		return true
+	}
+	if e, ok := d.ended[gen-1]; ok && e > gen {
+		return false
+	}
+	if gen <= d.maxInfo {
+		return true
 	}
 	if len(d.issued) >= memoLimit { // forget which: treat every one up to here as issued
-		d.issued, d.maxInfo = nil, d.head
-		return
+		d.issued, d.maxInfo = nil, max(d.head, gen)
+		return true
 	}
 	if d.issued == nil {
 		d.issued = map[uint64]bool{}
 	}
 	d.issued[gen] = true
+	return true
 }
 
 // end records that a client left generation gen at txid, if every client

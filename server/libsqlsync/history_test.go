@@ -131,6 +131,12 @@ func TestHistoryRemembersOnlyWhatItSaw(t *testing.T) {
 	if got := h.startOf("db", 14); got != 16 {
 		t.Fatalf("generation 14 starts at %d, want 16", got)
 	}
+	if h.info("db", 14) {
+		t.Fatal("/info may hand out generation 14, which starts at 16: a replica of an image at 14 would be taken for 16")
+	}
+	if !h.info("db", 16) {
+		t.Fatal("/info may not hand out generation 16")
+	}
 	h.end("db", 13, 20) // the first end stays
 	if got := h.startOf("db", 14); got != 16 {
 		t.Fatalf("generation 14 starts at %d after a later end, want 16", got)
