@@ -109,8 +109,8 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": gen})
 }
 
-// Export answers GET …/export/{generation}: the database file at the
-// window's head, which is at or after any generation the client was told.
+// Export answers GET …/export/{generation}: a database image at or after
+// the generation (the one /info named it for, or a new one at the head).
 func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 	name, pos, err := h.database(r)
 	if err != nil {
