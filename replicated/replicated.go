@@ -64,6 +64,10 @@ type Options struct {
 	// shipping goroutine with the engine's lock held: it must be quick and
 	// must not call back into the database.
 	OnShip func(replica.LTXFile)
+	// OnShipBody, if set, also learns the accepted file's body (embedded
+	// replicas' sync history). Same constraints as OnShip; body must not
+	// be modified.
+	OnShipBody func(f replica.LTXFile, body []byte)
 	// Damage, if set, hears of damaged objects found in the replica and of
 	// their healing (see heal.go).
 	Damage DamageReporter
@@ -142,6 +146,9 @@ func (c *core) shipped(f replica.LTXFile, body []byte) {
 	}
 	if c.opts.OnShip != nil {
 		c.opts.OnShip(f)
+	}
+	if c.opts.OnShipBody != nil {
+		c.opts.OnShipBody(f, body)
 	}
 }
 

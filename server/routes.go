@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/jsonapi"
+	"github.com/sluicedb/sluice/server/libsqlsync"
 	"github.com/sluicedb/sluice/server/metrics"
 )
 
@@ -53,6 +54,11 @@ func (s *Server) routes() http.Handler {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
 		handle("/db/{name}"+p, s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))
 	}
+	// libSQL's embedded-replica sync (package libsqlsync): reads, so a
+	// follower-only instance forwards them to the writer.
+	handle("GET /db/{name}/info", s.perDatabase(s.sync.Info, nil))
+	handle("GET /db/{name}/export/{generation}", s.perDatabase(s.sync.Export, nil))
+	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.perDatabase(s.sync.Sync, nil))
 	// sqld's legacy API ({"statements": [...]}): the root serves the database
 	// Hrana's root routes serve, /db/NAME/ the named one.
 	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))
@@ -80,7 +86,7 @@ func (s *Server) routes() http.Handler {
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
 	root.Handle("/", s.webSocketOr(limited))
-	return root
+	return libsqlsync.CleanPath(root)
 }
 
 // serveMetrics answers a scrape. When credentials are configured it needs

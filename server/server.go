@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
+	"github.com/sluicedb/sluice/server/libsqlsync"
 	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/timetravel"
 )
@@ -75,9 +77,11 @@ type Server struct {
 	hostClosed bool
 	served     atomic.Bool // Serve ran: only then does Close report a shutdown
 
-	lim     HTTPLimits // with defaults filled in (limits_http.go)
-	quotas  *dbQuotas
-	wsConns *wsCounts
+	lim         HTTPLimits // with defaults filled in (limits_http.go)
+	quotas      *dbQuotas
+	wsConns     *wsCounts
+	syncHistory *libsqlsync.History // recently shipped pages, for embedded replicas' syncs
+	sync        *libsqlsync.Handler
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -144,6 +148,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
+	s.syncHistory = libsqlsync.NewHistory(0)
 	s.replicas = readreplica.New(readreplica.Options{
 		DataDir:          cfg.DataDir,
 		Store:            counted,
@@ -170,6 +175,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		ExternalPoll:     time.Duration(cfg.Limits.ExternalWritePoll),
 		Logger:           logger,
 		Observer:         s.metrics,
+		OnShipped:        s.syncHistory.Shipped,
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
@@ -216,6 +222,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.forward = s.newForwarder()
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
 	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
+	s.sync = libsqlsync.New(libsqlsync.Options{Host: s.host, Store: counted, History: s.syncHistory,
+		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError})
 	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }

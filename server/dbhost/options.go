@@ -46,6 +46,10 @@ type Options struct {
 	PinnedSessionIdle time.Duration
 	Logger            *slog.Logger
 	Observer          Observer
+	// OnShipped, if set, learns every file a database shipped with its
+	// body (the embedded-replica sync history). It runs on the shipping
+	// goroutine: it must be quick and must not modify body.
+	OnShipped func(db string, f replica.LTXFile, body []byte)
 	// Lease, if set, makes this instance write a database only while it
 	// holds the database's lease (see leases.go). Nil: no leases.
 	Lease *lease.Options

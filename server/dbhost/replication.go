@@ -49,6 +49,10 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 			}
 		},
 	}
+	if h.opts.OnShipped != nil {
+		name := db.name
+		opts.OnShipBody = func(f replica.LTXFile, body []byte) { h.opts.OnShipped(name, f, body) }
+	}
 	if h.leases != nil {
 		if l := h.leases.Lease(db.name); l != nil {
 			opts.Lease = l

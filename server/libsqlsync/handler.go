@@ -1,0 +1,426 @@
+package libsqlsync
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httpjson"
+	"github.com/sluicedb/sluice/server/sqlconn"
+)
+
+// Options configure a Handler.
+type Options struct {
+	Host    *dbhost.Host
+	Store   replica.Store // the server's bucket; each database is replica.Sub(Store, name)
+	History *History
+	// Dir holds the whole-database images bootstraps and far-behind
+	// clients are sent (one per database, replaced when outdated).
+	Dir string
+	// WriteError answers a failed request the server's way.
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Handler answers the sync endpoints of every database.
+type Handler struct {
+	opts   Options
+	mu     sync.Mutex
+	images map[string]*image
+}
+
+// image is a restore of one database at one TXID, shared by every client
+// that needs the whole database at that point.
+type image struct {
+	mu    sync.Mutex // held while restoring: concurrent clients wait for one restore
+	txid  uint64
+	path  string
+	pages uint32
+	used  time.Time // under Handler.mu
+}
+
+// New returns the handler.
+func New(opts Options) *Handler {
+	_ = os.RemoveAll(opts.Dir) // images an earlier run left; rebuilt on demand
+	return &Handler{opts: opts, images: map[string]*image{}}
+}
+
+// AnswerHeader says which answer a sync request got: "diff" (the pages
+// changed since its generation), "database" (every page) or "end" (end of
+// generation), for tests and for operators reading traces.
+const AnswerHeader = "Sluice-Sync-Answer"
+
+// frameHeaderSize is a WAL frame header: page number, database size after
+// a commit (0 otherwise), salts and checksums, which libSQL's client ignores.
+const frameHeaderSize = 24
+
+// database authorises the request (reading is enough: a sync only reads)
+// and opens the database it names.
+func (h *Handler) database(r *http.Request) (string, uint64, error) {
+	name := r.PathValue("name")
+	if err := dbhost.ValidateName(name); err != nil {
+		return "", 0, err
+	}
+	if !auth.FromContext(r.Context()).CanRead(name) {
+		return "", 0, dberr.ForDatabase(dberr.CodeForbidden, name, "this token may not read database \""+name+"\", so it may not sync an embedded replica of it")
+	}
+	db, err := h.opts.Host.Get(r.Context(), name)
+	if err != nil {
+		return "", 0, err
+	}
+	pos, err := db.Read(r.Context(), func(sqlconn.Conn) error { return nil })
+	if err != nil {
+		return "", 0, err
+	}
+	return name, uint64(pos), nil
+}
+
+// Info answers GET …/info: the generation a new replica starts from.
+func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	v := h.opts.History.view(name, pos)
+	gen := max(v.head, 1)
+	// A replica may start from the database image already made for
+	// others, if its changes since are still known: no restore per
+	// bootstrap while the database takes writes.
+	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && h.opts.History.info(name, e) {
+		gen = e
+	} else {
+		h.opts.History.info(name, gen) // the head: every generation that ended started at or before it
+	}
+	httpjson.Write(w, http.StatusOK, map[string]uint64{"current_generation": gen})
+}
+
+// Export answers GET …/export/{generation}: a database image at or after
+// the generation (the one /info named it for, or a new one at the head).
+func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 32)
+	if err != nil {
+		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "export: generation must be a number"))
+		return
+	}
+	v := h.opts.History.view(name, pos)
+	// Any image at or after the generation will do: the client holds it
+	// as that generation (at or after it, as every generation means).
+	f, pages, err := h.openImage(r.Context(), name, min(gen, v.head), v.head)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(int64(pages)*PageSize, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.CopyN(w, f, int64(pages)*PageSize)
+}
+
+// Sync answers GET …/sync/{generation}/{start}/{end}. The client applies
+// what it is sent at frame start of its local WAL in this generation and
+// asks again, until told the generation ended (a 400 naming the newest
+// generation: it stops when that is not newer than its own, else it
+// checkpoints and asks for frame 1 of the next). A generation is a TXID
+// the client's state is at or after. The rules:
+//   - frame 1 at or after the head: end of generation naming its own;
+//   - frame 1 of the generation just before the window: the whole
+//     database (clients that walked past older generations without frames
+//     land here);
+//   - frame 1 of an older generation: end of generation, no frames,
+//     naming the head (the client walks on);
+//   - a later frame whose sender History remembers (reachedBy): it is at
+//     that TXID; up to date: end of generation naming its own, so it
+//     stops (after walFrames frames: naming the head, so it checkpoints
+//     and moves on, and the next generation starts at that TXID, see
+//     History.end); behind: the pages changed since, as one transaction;
+//   - a later frame nobody remembers: end of generation naming the head
+//     (the client, past its generation, moves one generation on);
+//   - frame 1 otherwise: the pages changed after the generation's start
+//     (History.startOf), as one transaction, or end of generation (naming
+//     its own) if none.
+func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
+	name, pos, err := h.database(r)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return
+	}
+	gen, err1 := strconv.ParseUint(r.PathValue("generation"), 10, 32)
+	start, err2 := strconv.ParseUint(r.PathValue("start"), 10, 32)
+	if err1 != nil || err2 != nil || start == 0 || gen == 0 {
+		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "sync: generation and start must be positive numbers"))
+		return
+	}
+	hist := h.opts.History
+	v := hist.view(name, pos)
+	endOfGeneration := func(newest uint64) {
+		w.Header().Set(AnswerHeader, "end")
+		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
+	}
+	image := func() {
+		if n, ok := h.sendImage(w, r, name, v.head); ok {
+			hist.reach(name, gen, start-1+uint64(n), v.head)
+		}
+	}
+	base := gen
+	if start == 1 {
+		switch {
+		case gen >= v.head:
+			// Nothing new (a client that walked here without frames gets
+			// the whole database once there is). Frames are only ever
+			// sent up to a newer head: a client holding frames of a
+			// generation is past it, which the rule for forgotten senders
+			// below relies on.
+			endOfGeneration(gen)
+			return
+		case gen == v.from-1:
+			image()
+			return
+		case gen < v.from-1:
+			endOfGeneration(v.head)
+			return
+		}
+		base = hist.startOf(name, gen)
+	} else {
+		n, ok := hist.reachedBy(name, gen, start-1)
+		if !ok {
+			endOfGeneration(v.head)
+			return
+		}
+		if n >= v.head {
+			if start-1 >= walFrames {
+				hist.end(name, gen, n)
+				endOfGeneration(v.head)
+			} else {
+				endOfGeneration(gen)
+			}
+			return
+		}
+		base = n
+	}
+	pages, commit, head, ok := hist.diff(name, base)
+	if !ok { // the window no longer reaches back to base: the whole database is always right
+		image()
+		return
+	}
+	pgnos := sortedPgnos(pages)
+	if len(pgnos) == 0 { // the commits changed no page: the client's pages are the head's
+		hist.reach(name, gen, start-1, head)
+		endOfGeneration(gen)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(AnswerHeader, "diff")
+	w.WriteHeader(http.StatusOK)
+	frame := make([]byte, frameHeaderSize+PageSize)
+	for i, pgno := range pgnos {
+		size := uint32(0)
+		if i == len(pgnos)-1 {
+			size = commit
+		}
+		putFrame(frame, pgno, size, pages[pgno])
+		if _, err := w.Write(frame); err != nil {
+			return
+		}
+	}
+	hist.reach(name, gen, start-1+uint64(len(pgnos)), head)
+}
+
+// walFrames is how many frames a client's local WAL may hold before its
+// generation is ended (the client checkpoints, emptying it): about 4 MB.
+const walFrames = 1000
+
+func putFrame(frame []byte, pgno, sizeAfter uint32, data []byte) {
+	clear(frame[:frameHeaderSize])
+	binary.BigEndian.PutUint32(frame[0:4], pgno)
+	binary.BigEndian.PutUint32(frame[4:8], sizeAfter)
+	copy(frame[frameHeaderSize:], data)
+}
+
+// sendImage sends the whole database at txid as one transaction and
+// reports how many frames it sent, all of them.
+func (h *Handler) sendImage(w http.ResponseWriter, r *http.Request, name string, txid uint64) (uint32, bool) {
+	f, pages, err := h.openImage(r.Context(), name, txid, txid)
+	if err != nil {
+		h.opts.WriteError(w, r, err)
+		return 0, false
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(AnswerHeader, "database")
+	w.WriteHeader(http.StatusOK)
+	frame := make([]byte, frameHeaderSize+PageSize)
+	for pgno := uint32(1); pgno <= pages; pgno++ {
+		if _, err := io.ReadFull(f, frame[frameHeaderSize:]); err != nil {
+			return 0, false // the client sees a short body and fails its sync
+		}
+		size := uint32(0)
+		if pgno == pages {
+			size = pages
+		}
+		binary.BigEndian.PutUint32(frame[0:4], pgno)
+		binary.BigEndian.PutUint32(frame[4:8], size)
+		if _, err := w.Write(frame); err != nil {
+			return 0, false
+		}
+	}
+	return pages, true
+}
+
+// openImage opens the database restored at exactly txid and its size in
+// pages. The file stays readable after a newer image replaces it (the open
+// descriptor keeps it), so a slow client never holds up the others.
+func (h *Handler) openImage(ctx context.Context, name string, atLeast, txid uint64) (*os.File, uint32, error) {
+	img, err := h.image(ctx, name, atLeast, txid)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer img.mu.Unlock()
+	f, err := os.Open(img.path)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, img.pages, nil
+}
+
+// image returns, locked, the database's image if it is at atLeast..txid,
+// else a new one restored at txid.
+func (h *Handler) image(ctx context.Context, name string, atLeast, txid uint64) (*image, error) {
+	h.mu.Lock()
+	img := h.images[name]
+	if img == nil {
+		img = &image{}
+		h.images[name] = img
+	}
+	img.used = time.Now()
+	h.mu.Unlock()
+	img.mu.Lock()
+	if img.path != "" && img.txid >= atLeast && img.txid <= txid {
+		return img, nil
+	}
+	h.evictImages(img)
+	if img.path != "" {
+		_ = os.Remove(img.path)
+		img.path = ""
+	}
+	if err := os.MkdirAll(h.opts.Dir, 0o700); err != nil {
+		img.mu.Unlock()
+		return nil, err
+	}
+	path := filepath.Join(h.opts.Dir, name+"-"+strconv.FormatUint(txid, 10)+".image")
+	_ = os.Remove(path) // left by an earlier run
+	res, err := restore.Restore(ctx, replica.Sub(h.opts.Store, name), path, restore.Options{TXID: ltx.TXID(txid)})
+	if err != nil {
+		img.mu.Unlock()
+		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf("embedded replica sync: cannot rebuild database %q at TXID %d from the replica: %v", name, txid, err))
+	}
+	if res.PageSize != PageSize {
+		_ = os.Remove(path)
+		img.mu.Unlock()
+		return nil, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf("database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages", name, res.PageSize))
+	}
+	img.txid, img.path, img.pages = txid, path, res.Pages
+	return img, nil
+}
+
+// maxImages bounds the images kept on disk: the least recently used of
+// other databases is removed first (made again when needed).
+const maxImages = 4
+
+// evictImages removes images of other databases beyond maxImages,
+// skipping any being read or made.
+func (h *Handler) evictImages(keep *image) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for {
+		var oldest *image
+		n := 0
+		for _, o := range h.images {
+			if o == keep || o.path == "" {
+				continue
+			}
+			n++
+			if oldest == nil || o.used.Before(oldest.used) {
+				oldest = o
+			}
+		}
+		if n < maxImages || oldest == nil || !oldest.mu.TryLock() {
+			return
+		}
+		if oldest.path != "" {
+			_ = os.Remove(oldest.path)
+			oldest.path = ""
+		}
+		oldest.mu.Unlock()
+	}
+}
+
+// cachedImage returns the TXID of the database's image, if one is made.
+func (h *Handler) cachedImage(name string) (uint64, bool) {
+	h.mu.Lock()
+	img := h.images[name]
+	h.mu.Unlock()
+	if img == nil || !img.mu.TryLock() {
+		return 0, false
+	}
+	defer img.mu.Unlock()
+	return img.txid, img.path != ""
+}
+
+// Forget drops a database's image and window (it was deleted).
+func (h *Handler) Forget(name string) {
+	h.opts.History.Forget(name)
+	h.mu.Lock()
+	img := h.images[name]
+	delete(h.images, name)
+	h.mu.Unlock()
+	if img != nil {
+		img.mu.Lock()
+		if img.path != "" {
+			_ = os.Remove(img.path)
+		}
+		img.mu.Unlock()
+	}
+}
+
+// CleanPath lets a sync URL written with a trailing slash
+// (http://HOST/db/NAME/) reach the endpoints: libSQL's client appends
+// "/info", giving "/db/NAME//info", which Go's router would redirect and the
+// client does not follow.
+func CleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, "/db/") && strings.Contains(p, "//") && r.Method == http.MethodGet {
+			rest := strings.TrimPrefix(p, "/db/")
+			if name, tail, ok := strings.Cut(rest, "//"); ok && !strings.Contains(name, "/") &&
+				(tail == "info" || strings.HasPrefix(tail, "export/") || strings.HasPrefix(tail, "sync/")) {
+				r2 := r.Clone(r.Context())
+				r2.URL.Path = "/db/" + name + "/" + tail
+				r2.URL.RawPath = ""
+				next.ServeHTTP(w, r2)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
