@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -63,7 +62,7 @@ func mustSluice(t *testing.T, env []string, args ...string) string {
 // process is a long-running child (sidecar, writer) whose output is kept for failures.
 type process struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *testenv.Output // safe to read while the child writes
 	done chan error
 }
 
@@ -71,12 +70,12 @@ func start(t *testing.T, env []string, name string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	buf := &testenv.Output{}
+	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &process{cmd: cmd, out: &buf, done: make(chan error, 1)}
+	p := &process{cmd: cmd, out: buf, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {

@@ -16,6 +16,12 @@ import (
 // stopSidecar sends SIGTERM and requires a clean exit: everything shipped.
 func stopSidecar(t *testing.T, p *process) {
 	t.Helper()
+	// A SIGTERM that arrives before the process has set up its handlers
+	// (its first microseconds) kills it outright: wait for its first log
+	// line, written once it runs, as an operator's SIGTERM always comes after.
+	for deadline := time.Now().Add(10 * time.Second); p.out.String() == "" && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t, 60*time.Second); err != nil {
 		t.Fatalf("sidecar exit after SIGTERM: %v\n%s", err, p.out.String())
