@@ -182,7 +182,7 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 			hist.reach(name, gen, start-1+uint64(n), v.head)
 		}
 	}
-	base := gen
+	var base uint64 // the TXID the client is known to hold
 	if start == 1 {
 		switch {
 		case gen >= v.head:
