@@ -345,9 +345,18 @@ func TestLitestreamContinuesAReplicaAfterSluiceRetention(t *testing.T) {
 		}
 		return n
 	}
-	// Level-1 compaction and retention run on 30 s boundaries.
+	compacted := func() bool {
+		for _, k := range r.keys(t) {
+			if strings.HasPrefix(k, "ltx/1/") {
+				return true
+			}
+		}
+		return false
+	}
+	// Level-1 compaction and retention run on 30 s boundaries. Wait for both:
+	// before the first upload level 0 holds no more than one file either.
 	deadline := time.Now().Add(3 * time.Minute)
-	for level0() > 1 && time.Now().Before(deadline) {
+	for (level0() > 1 || !compacted()) && time.Now().Before(deadline) {
 		time.Sleep(time.Second)
 	}
 	stopSidecar(t, side)
