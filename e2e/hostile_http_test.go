@@ -16,7 +16,7 @@ import (
 // and every refusal naming its limit.
 func TestHostileNeighboursHTTP(t *testing.T) {
 	runHostile(t, nil,
-		hostile.RefusedNames(100_000),
+		hostile.RefusedNamesOver(100_000, 2), // the full rate is `sluice bench hostile`'s
 		hostile.NonReadingMetrics(4, 5*time.Second),
 		hostile.NonReadingQuery(8, 200_000, 5*time.Second),
 		hostile.SlowBodies(250, 90*time.Second),

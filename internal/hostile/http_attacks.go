@@ -22,13 +22,18 @@ import (
 // whole. It fails when the scrape holds a series for a name that does not
 // exist, or takes longer than 2 s. Eight clients: as many as keep a
 // 2-core server's CPU busy without it being a plain CPU flood.
-func RefusedNames(n int) Attack {
+func RefusedNames(n int) Attack { return RefusedNamesOver(n, 8) }
+
+// RefusedNamesOver is RefusedNames sent over conns connections: what the
+// attack tests is how many names the server is made to remember, not the
+// request rate, which on a machine the attacker shares only measures the CPU.
+func RefusedNamesOver(n, conns int) Attack {
 	return Attack{Name: fmt.Sprintf("%d refused names + /metrics", n), Run: func(ctx context.Context, s *Server, rec *Recorder) error {
 		var next, forbidden, other atomic.Int64
 		var wg sync.WaitGroup
 		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 		defer client.CloseIdleConnections()
-		for range 8 {
+		for range conns {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
