@@ -38,27 +38,36 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// Through the proxy, a real MinIO answers as before (signatures, conditional
-// creates, listings) but each request takes at least its kind's latency.
-func TestProxyDelaysEachKindAndKeepsS3Semantics(t *testing.T) {
+// proxiedMinIO starts a MinIO with the bucket "bench" behind a proxy with
+// spec (storelatency.Front): every client of m goes through the proxy.
+func proxiedMinIO(t *testing.T, spec string) (*minioproc.Server, *storelatency.Proxy) {
+	t.Helper()
 	ctx := context.Background()
 	m, err := minioproc.Start(ctx, filepath.Join(t.TempDir(), "minio"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Stop()
+	t.Cleanup(m.Stop)
 	if err := m.CreateBucket(ctx, "bench"); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := storelatency.Parse("put=40ms,get=20ms,list=30ms,sigma=0")
-	p, err := storelatency.Start(m.Endpoint, spec)
+	sp, err := storelatency.Parse(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	direct := m.Endpoint
-	m.Endpoint = p.URL // every client of m now goes through the proxy
-	defer func() { m.Endpoint = direct }()
+	p, unproxy, err := storelatency.Front(m, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unproxy() })
+	return m, p
+}
+
+// Through the proxy, a real MinIO answers as before (signatures, conditional
+// creates, listings) but each request takes at least its kind's latency.
+func TestProxyDelaysEachKindAndKeepsS3Semantics(t *testing.T) {
+	ctx := context.Background()
+	m, p := proxiedMinIO(t, "put=40ms,get=20ms,list=30ms,sigma=0")
 	c := m.Client()
 
 	timed := func(what string, want time.Duration, fn func() error) error {
@@ -78,7 +87,7 @@ func TestProxyDelaysEachKindAndKeepsS3Semantics(t *testing.T) {
 	if err := timed("a conditional PUT", 40*time.Millisecond, put); err != nil {
 		t.Fatalf("conditional PUT through the proxy: %v", err)
 	}
-	err = timed("a second conditional PUT", 40*time.Millisecond, put)
+	err := timed("a second conditional PUT", 40*time.Millisecond, put)
 	var apiErr smithy.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "PreconditionFailed" {
 		t.Fatalf("a second create of the same key through the proxy: %v, want PreconditionFailed", err)
@@ -120,21 +129,7 @@ func TestProxyDelaysEachKindAndKeepsS3Semantics(t *testing.T) {
 // A bandwidth cap makes a large GET take at least size/bandwidth.
 func TestProxyCapsBandwidth(t *testing.T) {
 	ctx := context.Background()
-	m, err := minioproc.Start(ctx, filepath.Join(t.TempDir(), "minio"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Stop()
-	if err := m.CreateBucket(ctx, "bench"); err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := storelatency.Parse("bandwidth=8MiB")
-	p, err := storelatency.Start(m.Endpoint, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	m.Endpoint = p.URL
+	m, _ := proxiedMinIO(t, "bandwidth=8MiB")
 	c := m.Client()
 	body := bytes.Repeat([]byte("x"), 4<<20)
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bench"), Key: aws.String("big"), Body: bytes.NewReader(body)}); err != nil {

@@ -148,36 +148,8 @@ func LargeAnswerQuery(rows int) string {
 // limits.max-response-bytes.
 func NonReadingQuery(clients, rows int, hold time.Duration) Attack {
 	return Attack{Name: fmt.Sprintf("%d non-reading clients of a %d-row query", clients, rows), Run: func(ctx context.Context, s *Server, rec *Recorder) error {
-		if code, body, err := s.Request(ctx, http.MethodPut, "/v1/databases/large", AttackerToken, nil); err != nil || code >= 300 && code != http.StatusConflict {
-			return fmt.Errorf("create: %d %s %v", code, body, err)
-		}
 		body, _ := json.Marshal(map[string]string{"sql": LargeAnswerQuery(rows)})
-		var open []net.Conn
-		defer func() {
-			for _, c := range open {
-				c.Close()
-			}
-		}()
-		for range clients {
-			c, err := dialSmall(ctx, s.Addr)
-			if err != nil {
-				return err
-			}
-			open = append(open, c)
-			fmt.Fprintf(c, "POST /v1/databases/large/query HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				s.Addr, AttackerToken, len(body), body)
-		}
-		sleep(ctx, hold)
-		code, answer, err := s.Request(ctx, http.MethodPost, "/v1/databases/large/query", AttackerToken, body)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			rec.Refused(code, answer, "limits.max-response-bytes")
-		} else {
-			rec.Notef("a reading client got the whole answer")
-		}
-		return nil
+		return nonReading(ctx, s, rec, clients, hold, "/v1/databases/large/query", body)
 	}}
 }
 
@@ -185,43 +157,50 @@ func NonReadingQuery(clients, rows int, hold time.Duration) Attack {
 // (one execute) or /v3/cursor (a one-step batch).
 func NonReadingHrana(clients, rows int, hold time.Duration, path string) Attack {
 	return Attack{Name: fmt.Sprintf("%d non-reading clients of a %d-row %s", clients, rows, path), Run: func(ctx context.Context, s *Server, rec *Recorder) error {
-		if code, body, err := s.Request(ctx, http.MethodPut, "/v1/databases/large", AttackerToken, nil); err != nil || code >= 300 && code != http.StatusConflict {
-			return fmt.Errorf("create: %d %s %v", code, body, err)
-		}
 		stmt := map[string]any{"sql": LargeAnswerQuery(rows), "want_rows": true}
 		var req any = map[string]any{"baton": nil, "requests": []any{map[string]any{"type": "execute", "stmt": stmt}, map[string]any{"type": "close"}}}
 		if strings.HasSuffix(path, "cursor") {
 			req = map[string]any{"baton": nil, "batch": map[string]any{"steps": []any{map[string]any{"stmt": stmt}}}}
 		}
 		body, _ := json.Marshal(req)
-		full := "/db/large" + path
-		var open []net.Conn
-		defer func() {
-			for _, c := range open {
-				c.Close()
-			}
-		}()
-		for range clients {
-			c, err := dialSmall(ctx, s.Addr)
-			if err != nil {
-				return err
-			}
-			open = append(open, c)
-			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				full, s.Addr, AttackerToken, len(body), body)
+		return nonReading(ctx, s, rec, clients, hold, "/db/large"+path, body)
+	}}
+}
+
+// nonReading creates the database "large", has clients sockets post body to
+// path and never read, holds them for hold, then sends it once as a client
+// that reads: the answer must be whole or refused naming
+// limits.max-response-bytes.
+func nonReading(ctx context.Context, s *Server, rec *Recorder, clients int, hold time.Duration, path string, body []byte) error {
+	if code, answer, err := s.Request(ctx, http.MethodPut, "/v1/databases/large", AttackerToken, nil); err != nil || code >= 300 && code != http.StatusConflict {
+		return fmt.Errorf("create: %d %s %v", code, answer, err)
+	}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
 		}
-		sleep(ctx, hold)
-		code, answer, err := s.Request(ctx, http.MethodPost, full, AttackerToken, body)
+	}()
+	for range clients {
+		c, err := dialSmall(ctx, s.Addr)
 		if err != nil {
 			return err
 		}
-		if code != http.StatusOK {
-			rec.Refused(code, answer, "limits.max-response-bytes")
-		} else {
-			rec.Notef("a reading client got the whole answer (%d)", code)
-		}
-		return nil
-	}}
+		open = append(open, c)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			path, s.Addr, AttackerToken, len(body), body)
+	}
+	sleep(ctx, hold)
+	code, answer, err := s.Request(ctx, http.MethodPost, path, AttackerToken, body)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		rec.Refused(code, answer, "limits.max-response-bytes")
+	} else {
+		rec.Notef("a reading client got the whole answer")
+	}
+	return nil
 }
 
 // SlowBodies: conns connections each send a request whose chunked body
