@@ -214,6 +214,7 @@ type Lease struct {
 	lostErr  error
 
 	lost     chan struct{} // closed on loss or release
+	released chan struct{} // closed once the bucket says released (after Release's write)
 	handOver chan struct{} // closed when a newer instance asked for the lease
 	stop     chan struct{}
 	done     chan struct{}
@@ -266,7 +267,8 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 	}
 	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
 		deadline: sent.Add(opts.TTL - opts.margin()),
-		lost:     make(chan struct{}), handOver: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		lost:     make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
 		"previous_holder", cur.Holder)
 	go l.renewLoop()
@@ -274,13 +276,23 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 }
 
 // Acquire waits until the lease is free and takes it, polling every
-// Options.Poll. It returns ctx's error if ctx ends first; onHeld (may be
-// nil) is called with each holder seen while waiting.
+// Options.Poll, and trying again at the very moment the holder's lease
+// expires when that comes first (a crashed holder is replaced one TTL
+// after its last renewal, not a poll later). It returns ctx's error if ctx
+// ends first; onHeld (may be nil) is called with each holder seen while
+// waiting.
 func Acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record)) (*Lease, error) {
+	return acquire(ctx, store, opts, onHeld, nil)
+}
+
+// acquire is Acquire that also tries again whenever wake receives: someone
+// told this waiter that the holder released the lease.
+func acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record), wake <-chan struct{}) (*Lease, error) {
 	opts = opts.withDefaults()
 	for {
 		l, err := TryAcquire(ctx, store, opts)
 		var held *HeldError
+		wait := opts.Poll
 		switch {
 		case err == nil:
 			return l, nil
@@ -288,15 +300,33 @@ func Acquire(ctx context.Context, store replica.Store, opts Options, onHeld func
 			if onHeld != nil {
 				onHeld(held.Record)
 			}
+			wait = untilExpiry(held.Record, opts.Poll, time.Now())
 		default:
 			opts.Logger.Warn("acquiring lease failed; retrying", "replica", store.String(), "err", err)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, fmt.Errorf("waiting for lease %s in %s: %w (last: %v)", Key, store, ctx.Err(), err)
-		case <-time.After(opts.Poll):
+		case <-t.C:
+		case <-wake:
+			t.Stop()
 		}
 	}
+}
+
+// untilExpiry is how long a waiter sleeps after seeing rec: one poll, or
+// less if the lease (or a reservation for another instance) ends sooner,
+// then just past that instant.
+func untilExpiry(rec Record, poll time.Duration, now time.Time) time.Duration {
+	if rec.Expires.IsZero() {
+		return poll
+	}
+	if d := rec.Expires.Sub(now) + time.Millisecond; d < poll {
+		return max(d, time.Millisecond)
+	}
+	return poll
 }
 
 // Record returns the lease as last written by this holder.
@@ -533,6 +563,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	if _, _, err := l.putMine(ctx, rec, etag); err != nil {
 		return fmt.Errorf("release lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.rec.Expires.Format(time.RFC3339))
 	}
+	close(l.released)
 	l.opts.Logger.Info("lease released", "replica", l.store.String(), "holder", rec.Holder, "epoch", rec.Epoch)
 	return nil
 }
+
+// Released is closed once Release has written the lease free (reserved
+// for a takeover requester, if any): from then on a waiter that tries gets
+// it. Tell waiters then, not at Lost, which closes before that write.
+func (l *Lease) Released() <-chan struct{} { return l.released }

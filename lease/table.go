@@ -23,7 +23,9 @@ type Table struct {
 	seen    map[string]Record    // holder last seen, for databases waited on
 	wait    map[string]bool      // a waiter goroutine runs
 	wanted  map[string]time.Time // last TryAcquire of a database waited on: a waiter stops once nobody asks
-	ctx     context.Context      // ends on Close: waiters stop
+	wakes   map[string]chan struct{}
+	watch   func(ctx context.Context, name string, holder func() Record, wake func())
+	ctx     context.Context // ends on Close: waiters stop
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -38,7 +40,31 @@ func NewTable(opts Options, log *slog.Logger, onTaken func(ctx context.Context, 
 	ctx, stop := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
 	return &Table{opts: opts, log: log, onTaken: onTaken, held: map[string]*Lease{}, seen: map[string]Record{},
-		wait: map[string]bool{}, wanted: map[string]time.Time{}, ctx: ctx, stop: stop}
+		wait: map[string]bool{}, wanted: map[string]time.Time{}, wakes: map[string]chan struct{}{}, ctx: ctx, stop: stop}
+}
+
+// WatchWaits sets fn, started on its own goroutine for each database a
+// background waiter waits for, with a context that ends with the wait:
+// it may learn of the holder's release sooner than a poll would (the
+// server subscribes to the holder) and calls wake then. holder returns
+// the holder last seen. Set it before the first TryAcquire.
+func (t *Table) WatchWaits(fn func(ctx context.Context, name string, holder func() Record, wake func())) {
+	t.mu.Lock()
+	t.watch = fn
+	t.mu.Unlock()
+}
+
+// Nudge makes name's waiter, if any, try to take the lease now.
+func (t *Table) Nudge(name string) {
+	t.mu.Lock()
+	ch := t.wakes[name]
+	t.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // SetURL sets the URL written into leases taken from now on.
@@ -149,6 +175,9 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 		t.wanted[name] = time.Now()
 	}
 	opts := t.opts
+	wake := make(chan struct{}, 1)
+	t.wakes[name] = wake
+	watch := t.watch
 	t.wg.Add(1)
 	t.mu.Unlock()
 	log := t.log.With("db", name)
@@ -157,7 +186,22 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 		defer t.wg.Done()
 		ctx, cancel := context.WithCancel(t.ctx)
 		defer cancel()
-		l, err := Acquire(ctx, store, opts, func(r Record) {
+		defer func() {
+			t.mu.Lock()
+			if t.wakes[name] == wake {
+				delete(t.wakes, name)
+			}
+			t.mu.Unlock()
+		}()
+		if watch != nil {
+			seen := func() Record {
+				t.mu.Lock()
+				defer t.mu.Unlock()
+				return t.seen[name]
+			}
+			go watch(ctx, name, seen, func() { t.Nudge(name) })
+		}
+		l, err := acquire(ctx, store, opts, func(r Record) {
 			t.mu.Lock()
 			t.seen[name] = r
 			idle := time.Since(t.wanted[name]) > t.waitInterest()
@@ -167,7 +211,7 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 				return
 			}
 			t.requestTakeover(ctx, name, store, r)
-		})
+		}, wake)
 		if err != nil { // closing, or nobody asks any more
 			t.mu.Lock()
 			t.wait[name] = false

@@ -194,16 +194,19 @@ var handoffClient = &http.Client{Timeout: time.Minute, Transport: &http.Transpor
 func (b *handoffBench) handoff(ctx context.Context, mode string) (time.Duration, int, error) {
 	url := b.minio.URL("handoff", strings.ReplaceAll(mode, " ", ""))
 	lease := []string{"-lease", "-lease-ttl", b.ttl.String()}
+	// The standby starts first: an instance started later than the holder
+	// asks it to hand over (a deploy), which would move the lease before
+	// the stop and leave nothing to measure.
+	bb, err := b.start(url, lease...)
+	if err != nil {
+		return 0, 0, err
+	}
 	a, err := b.start(url, lease...)
 	if err != nil {
 		return 0, 0, err
 	}
 	if code, _, body, err := query(a.base, `{"batch":[{"sql":"CREATE TABLE counters(id TEXT PRIMARY KEY, count INTEGER NOT NULL)"},{"sql":"INSERT INTO counters VALUES ('count_up', 0)"}]}`); err != nil || code != 200 {
 		return 0, 0, fmt.Errorf("create the counter: %d %s %v", code, body, err)
-	}
-	bb, err := b.start(url, lease...)
-	if err != nil {
-		return 0, 0, err
 	}
 	var mu sync.Mutex
 	var acks []time.Time
