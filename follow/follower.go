@@ -94,6 +94,7 @@ type Follower struct {
 	applied  atomic.Int64  // files applied since Open
 	restores atomic.Int64  // restores since Open (the first one included)
 	damaged  string        // the damaged object Run last reported ("" if none); Run's own
+	wake     chan struct{} // Wake: fetch now rather than at the next poll
 }
 
 // ErrClosed is returned by WaitFor once the Follower is closed.
@@ -105,7 +106,8 @@ var ErrClosed = errors.New("follower closed")
 // restore.ErrNoReplica.
 func Open(ctx context.Context, path string, store replica.Store, opts Options) (*Follower, error) {
 	opts = opts.withDefaults()
-	f := &Follower{path: path, store: store, opts: opts, log: opts.Logger.With("db", path), advanced: make(chan struct{})}
+	f := &Follower{path: path, store: store, opts: opts, log: opts.Logger.With("db", path), advanced: make(chan struct{}),
+		wake: make(chan struct{}, 1)}
 	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
 		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("follow %s: remove the stale local copy %s: %w", store, path+suffix, err)
@@ -215,6 +217,17 @@ func (f *Follower) WaitFor(ctx context.Context, txid ltx.TXID) error {
 	}
 }
 
+// Wake makes Run fetch the next file now instead of at its next poll: the
+// writer said that a new TXID is in the bucket. It is only a hint: what is
+// applied is still fetched from the bucket by name, so a wrong or early
+// hint costs one fetch and changes nothing.
+func (f *Follower) Wake() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Run polls until ctx ends. Errors are logged and retried at the next poll:
 // a follower outlives an unreachable bucket.
 func (f *Follower) Run(ctx context.Context) {
@@ -246,6 +259,7 @@ func (f *Follower) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-f.wake:
 		}
 	}
 }

@@ -1,0 +1,41 @@
+package follow
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A follower that polls hourly applies a shipped file as soon as it is
+// woken, and a wake with nothing new in the bucket applies nothing.
+func TestWakeFetchesTheNextFileNow(t *testing.T) {
+	l := newLeader(t)
+	l.insert(1)
+	l.ship()
+	f, err := Open(context.Background(), filepath.Join(t.TempDir(), "f.db"), l.store, Options{PollInterval: time.Hour, Logger: quiet()})
+	must(t, err)
+	defer f.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	at := f.Pos().TXID
+	f.Wake() // nothing new: a hint the bucket does not back applies nothing
+	time.Sleep(50 * time.Millisecond)
+	if pos := f.Pos().TXID; pos != at {
+		t.Fatalf("a wake with nothing new moved the follower from %s to %s", at, pos)
+	}
+	for i := 0; i < 3; i++ {
+		l.insert(1)
+		l.ship()
+		f.Wake()
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		must(t, f.WaitFor(wctx, l.db.Pos().TXID))
+		cancel()
+	}
+	if st := f.Stats(); st.Applied != 3 {
+		t.Fatalf("applied %d files after 3 wakes, want 3", st.Applied)
+	}
+}
