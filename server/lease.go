@@ -39,6 +39,10 @@ type LeaseConfig struct {
 	Follow       bool     `yaml:"follow"`
 	PollInterval Duration `yaml:"poll-interval"` // follower poll, default 200ms
 	BookmarkWait Duration `yaml:"bookmark-wait"` // a read's wait for its bookmark, default 5s
+	// PollOnly: followers and instances waiting for a lease only poll the
+	// bucket, never subscribe to the holder's push stream (pushes.go), for
+	// instances that cannot reach each other.
+	PollOnly bool `yaml:"poll-only"`
 }
 
 func leaseOptions(cfg LeaseConfig, logger *slog.Logger) *lease.Options {
@@ -95,6 +99,7 @@ func (s *Server) advertise(ln net.Listener) {
 	}
 	url = strings.TrimRight(url, "/")
 	s.host.SetAdvertiseURL(url)
+	s.setPushSelf(url)
 	if s.forward != nil {
 		s.forward.SetSelf(url)
 	}

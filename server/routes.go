@@ -54,6 +54,9 @@ func (s *Server) routes() http.Handler {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
 		handle("/db/{name}"+p, s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))
 	}
+	// The lease holder's stream of shipped TXIDs, for other instances
+	// (pushes.go): served here, never forwarded.
+	handle("GET /v1/databases/{name}/shipped", s.servePush)
 	// libSQL's embedded-replica sync (package libsqlsync): reads, so a
 	// follower-only instance forwards them to the writer.
 	handle("GET /db/{name}/info", s.perDatabase(s.sync.Info, nil))

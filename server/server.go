@@ -82,6 +82,7 @@ type Server struct {
 	wsConns     *wsCounts
 	syncHistory *libsqlsync.History // recently shipped pages, for embedded replicas' syncs
 	sync        *libsqlsync.Handler
+	push        *pushes // the push stream between instances (pushes.go)
 }
 
 // NewWithStore validates cfg and prepares the handler over store, which the
@@ -149,6 +150,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.compact.register(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
 	s.syncHistory = libsqlsync.NewHistory(0)
+	s.initPush()
 	s.replicas = readreplica.New(readreplica.Options{
 		DataDir:          cfg.DataDir,
 		Store:            counted,
@@ -158,6 +160,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		BookmarkWait:     time.Duration(cfg.Lease.BookmarkWait),
 		Logger:           logger,
 		Damage:           s.damage,
+		Subscribe:        s.subscribeFollower,
 	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
@@ -175,7 +178,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		ExternalPoll:     time.Duration(cfg.Limits.ExternalWritePoll),
 		Logger:           logger,
 		Observer:         s.metrics,
-		OnShipped:        s.syncHistory.Shipped,
+		OnShipped:        s.shipped, // the embedded replicas' history and the push to followers
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
 		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
@@ -219,6 +222,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		return nil, err
 	}
 	s.registerFollowerMetrics()
+	s.host.WatchLeaseWaits(s.watchLeaseWait)
 	s.forward = s.newForwarder()
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
 	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
@@ -344,6 +348,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Info("leases released; forwarding late requests to the new holders")
 		s.forward.DrainHandoff(shutCtx)
 	}
+	s.push.hub.Close() // after the releases, which ended their streams with "released"
 	if err := srv.Shutdown(shutCtx); err != nil {
 		s.log.Warn("HTTP shutdown did not finish cleanly", "err", err)
 	}
@@ -358,6 +363,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // replica.
 func (s *Server) Close(ctx context.Context) error {
 	s.compact.stop()
+	s.push.hub.Close()
 	s.hrana.Close()
 	var err error
 	if !s.hostClosed {

@@ -76,6 +76,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
 	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
 	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
+	pollOnly := fs.Bool("follow-poll-only", false, "followers and instances waiting for a lease only poll the bucket; by default they also subscribe to the lease holder's stream of shipped transactions and its release (for instances that cannot reach each other, where it only fails and retries)")
 	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
 	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
 	stallThreshold := fs.Duration("stall-threshold", 0, "an upload or probe outstanding this long means the store stopped answering: /ready answers 503 and sync writes are refused (503, Retry-After, nothing committed) until it answers (0: four times the store's recent 99th-percentile latency, 2s to 60s)")
@@ -138,6 +139,8 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
 			case "follow-poll":
 				cfg.Lease.PollInterval = server.Duration(*followPoll)
+			case "follow-poll-only":
+				cfg.Lease.PollOnly = *pollOnly
 			case "idempotency-window":
 				cfg.IdempotencyWindow = server.Duration(*idemWindow)
 			case "replica-error-budget":

@@ -166,3 +166,22 @@ func (h *Host) isClosed() bool {
 	defer h.mu.Unlock()
 	return h.closed
 }
+
+// HeldLease returns name's lease while this instance holds it (nil
+// otherwise, and always without leases): the writer's push stream lasts
+// as long as it.
+func (h *Host) HeldLease(name string) *lease.Lease {
+	if h.leases == nil {
+		return nil
+	}
+	return h.leases.Lease(name)
+}
+
+// WatchLeaseWaits sets what runs while this instance waits for a
+// database's lease (lease.Table.WatchWaits): the server listens there for
+// the holder's release. Without leases it does nothing.
+func (h *Host) WatchLeaseWaits(fn func(ctx context.Context, name string, holder func() lease.Record, wake func())) {
+	if h.leases != nil {
+		h.leases.WatchWaits(fn)
+	}
+}

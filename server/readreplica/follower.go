@@ -57,6 +57,9 @@ func startFollower(ctx context.Context, name, path string, store replica.Store, 
 	runCtx, stop := context.WithCancel(context.Background())
 	fd.stop = stop
 	go func() { defer close(fd.done); f.Run(runCtx) }()
+	if opts.Subscribe != nil {
+		go opts.Subscribe(runCtx, name, f.Wake)
+	}
 	return fd, nil
 }
 

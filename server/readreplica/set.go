@@ -39,6 +39,10 @@ type Options struct {
 	// Damage, if set, hears when a copy meets a damaged object in the
 	// replica and when it moved past it (readiness, metrics).
 	Damage DamageReporter
+	// Subscribe, if set, runs for each copy until it stops, and calls wake
+	// whenever the writer says it shipped something (package push): the
+	// copy fetches then instead of at its next poll.
+	Subscribe func(ctx context.Context, name string, wake func())
 }
 
 // DamageReporter is replicated.DamageReporter: a follower reports as a

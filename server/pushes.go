@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/server/auth"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/httperr"
+	"github.com/sluicedb/sluice/server/push"
+)
+
+// Pushes between instances (package push): the lease holder streams
+// "TXID N is in the bucket" to the instances that follow the database, so
+// their copies fetch it at once, and "released" when it releases the lease,
+// so a waiting instance takes it at once. The bucket stays the source of
+// truth: followers still fetch by name, and poll as before when the stream
+// is cut or the holder cannot be reached (lease.poll-only turns the
+// subscriptions off).
+
+// pushes is the server's share of it.
+type pushes struct {
+	hub    *push.Hub
+	client *push.Client
+	self   atomic.Value // string: this instance's advertised URL
+}
+
+// initPush prepares the hub and the client (before the read replicas and
+// the host, which call into them).
+func (s *Server) initPush() {
+	s.push = &pushes{hub: push.NewHub(0, 0)}
+	s.push.self.Store("")
+	s.push.client = &push.Client{Token: s.pushToken, Logger: s.log}
+}
+
+// shipped is the host's OnShipped: the embedded replicas' history, and the
+// push to subscribers.
+func (s *Server) shipped(db string, f replica.LTXFile, body []byte) {
+	s.syncHistory.Shipped(db, f, body)
+	s.push.hub.Shipped(db, uint64(f.MaxTXID))
+}
+
+// setPushSelf records this instance's URL, never subscribed to.
+func (s *Server) setPushSelf(url string) {
+	s.push.self.Store(url)
+	s.push.client.Self = url
+}
+
+// pushToken is the credential this instance presents to another: a
+// configured token that may read name (every instance of a deployment
+// shares its tokens). With JWTs only there is none: the holder refuses the
+// subscription and this instance polls.
+func (s *Server) pushToken(name string) string {
+	for _, t := range s.cfg.Tokens {
+		if len(t.Databases) == 0 || slices.Contains(t.Databases, name) {
+			return t.Token
+		}
+	}
+	return ""
+}
+
+// subscribeFollower keeps name's copy told of what the holder ships
+// (readreplica.Options.Subscribe).
+func (s *Server) subscribeFollower(ctx context.Context, name string, wake func()) {
+	if s.cfg.Lease.PollOnly {
+		return
+	}
+	store := replica.Sub(s.store, name)
+	holder := func(ctx context.Context) (string, error) {
+		rec, _, err := lease.Read(ctx, store)
+		if err != nil {
+			return "", err
+		}
+		if rec.Released() || rec.Expired(time.Now()) {
+			return "", nil
+		}
+		return rec.URL, nil
+	}
+	s.push.client.Follow(ctx, name, holder, push.Events{
+		Shipped:  func(uint64) { wake() },
+		Released: wake,
+		Ended:    wake,
+	})
+}
+
+// watchLeaseWait listens to the holder while this instance waits for
+// name's lease (dbhost.Host.WatchLeaseWaits): its release wakes the
+// waiter, which takes the lease at once instead of at its next poll.
+func (s *Server) watchLeaseWait(ctx context.Context, name string, holder func() lease.Record, wake func()) {
+	if s.cfg.Lease.PollOnly {
+		return
+	}
+	s.push.client.Follow(ctx, name, func(context.Context) (string, error) { return holder().URL, nil },
+		push.Events{Released: wake, Ended: wake})
+}
+
+// servePush streams name's events to another instance while this one
+// holds name's lease.
+func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !auth.FromContext(r.Context()).CanRead(name) {
+		writeError(w, r, dberr.ForDatabase(dberr.CodeForbidden, name, "this credential may not read database "+strconv.Quote(name)))
+		return
+	}
+	l := s.host.HeldLease(name)
+	if l == nil || !l.Valid() {
+		writeError(w, r, dberr.ForDatabase(dberr.CodeNotLeader, name, "this instance does not write database "+strconv.Quote(name)+
+			"; subscribe to the lease holder's URL"))
+		return
+	}
+	err := s.push.hub.Serve(w, r, name, l)
+	var full push.ErrFull
+	if errors.As(err, &full) {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, r, httperr.WithStatus(http.StatusServiceUnavailable, dberr.New(dberr.CodeUnavailable, err.Error())))
+	}
+}
