@@ -154,9 +154,12 @@ func Latest(levels [][]LTXFile) (f LTXFile, ok bool) {
 
 // LatestPos returns the replica's current position: the highest TXID and the
 // database checksum after it. An empty replica returns the zero Pos.
-// It LISTs every level, so it belongs to start-up, never to the hot path.
+// It LISTs levels 1..9 and the level-0 files past them (ListNewestLTX: the
+// highest TXID is among those, and a new lease holder opening a database
+// does not page through level 0), so it belongs to start-up, never to the
+// hot path.
 func LatestPos(ctx context.Context, s Store) (ltx.Pos, error) {
-	levels, err := ListAllLTX(ctx, s)
+	levels, err := ListNewestLTX(ctx, s)
 	if err != nil {
 		return ltx.Pos{}, err
 	}
