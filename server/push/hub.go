@@ -29,8 +29,8 @@ import (
 // Limits on subscribers: a subscriber holds one connection; past these a
 // new one is refused (it keeps polling).
 const (
-	DefaultMaxPerDatabase = 64
-	DefaultMax            = 1024
+	DefaultMaxPerDatabase = 16
+	DefaultMax            = 256
 	// keepAlive: an idle stream sends an empty line this often, so a
 	// subscriber notices a dead writer within readIdle.
 	keepAlive = 10 * time.Second
