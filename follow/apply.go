@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
@@ -56,29 +57,90 @@ type page struct {
 // replica has no such file (yet).
 func (f *Follower) applyNext(ctx context.Context) (bool, error) {
 	next := f.Pos().TXID + 1
-	key := replica.LTXKey(0, next, next)
+	data, ok, err := f.fetch(ctx, next)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, f.applyFile(ctx, next, data)
+}
+
+// fetch reads TXID txid's level-0 file; false if the replica has none.
+func (f *Follower) fetch(ctx context.Context, txid ltx.TXID) ([]byte, bool, error) {
+	key := replica.LTXKey(0, txid, txid)
 	rc, err := f.store.Get(ctx, key)
 	if errors.Is(err, replica.ErrNotFound) {
-		return false, nil
+		return nil, false, nil
 	} else if err != nil {
-		return false, fmt.Errorf("follow %s: fetch %s: %w", f.store, key, err)
+		return nil, false, fmt.Errorf("follow %s: fetch %s: %w", f.store, key, err)
 	}
 	data, err := io.ReadAll(rc)
 	rc.Close()
 	if err != nil {
-		return false, fmt.Errorf("follow %s: read %s: %w", f.store, key, err)
+		return nil, false, fmt.Errorf("follow %s: read %s: %w", f.store, key, err)
 	}
+	return data, true, nil
+}
+
+// maxPrefetch bounds the files fetched at once when the writer said that
+// several are shipped.
+const maxPrefetch = 8
+
+// applyHinted fetches the files from pos+1 up to the writer's hint (at
+// most maxPrefetch) concurrently, then applies them in order up to the
+// first one the bucket does not hold. Each is checked exactly as applyNext
+// checks one: the hint only decides what is fetched at once.
+func (f *Follower) applyHinted(ctx context.Context) (int, error) {
+	pos := f.Pos().TXID
+	hint := ltx.TXID(f.hint.Load())
+	if hint <= pos+1 {
+		return 0, nil
+	}
+	n := int(min(uint64(hint-pos), maxPrefetch))
+	type got struct {
+		data []byte
+		ok   bool
+		err  error
+	}
+	res := make([]got, n)
+	var wg sync.WaitGroup
+	for i := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].data, res[i].ok, res[i].err = f.fetch(ctx, pos+1+ltx.TXID(i))
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for i, r := range res {
+		if r.err != nil || !r.ok {
+			return applied, r.err
+		}
+		if f.Pos().TXID != pos+ltx.TXID(i) { // a restore moved the copy
+			return applied, nil
+		}
+		if err := f.applyFile(ctx, pos+1+ltx.TXID(i), r.data); err != nil {
+			return applied, err
+		}
+		applied++
+	}
+	return applied, nil
+}
+
+// applyFile checks data as TXID next's file and applies its pages.
+func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) error {
+	key := replica.LTXKey(0, next, next)
 	hdr, pages, err := decodeFile(data)
 	if err == nil && (hdr.MinTXID != next || hdr.MaxTXID != next) {
 		err = fmt.Errorf("it holds TXIDs %s-%s, expected %s only", hdr.MinTXID, hdr.MaxTXID, next)
 	}
 	if err != nil {
-		return false, fmt.Errorf("follow %s: %s is not a valid LTX file; the replica is damaged: %w", f.store, key,
+		return fmt.Errorf("follow %s: %s is not a valid LTX file; the replica is damaged: %w", f.store, key,
 			&replica.DamageError{Key: key, Store: f.store.String(), What: "corrupt", Err: err})
 	}
 	if hdr.PageSize != f.pageSize {
 		f.log.Info("the page size changed; restoring again", "from", f.pageSize, "to", hdr.PageSize)
-		return true, f.rerestore(ctx)
+		return f.rerestore(ctx)
 	}
 	start := time.Now()
 	err = f.locked(func() error {
@@ -93,13 +155,13 @@ func (f *Follower) applyNext(ctx context.Context) (bool, error) {
 		return f.finishCommit(hdr.Commit)
 	})
 	if err != nil {
-		return false, err
+		return err
 	}
 	f.applied.Add(1)
 	// No rolling checksum: sluice's and Litestream's files carry none (see engine/state.go).
 	f.setPos(ltx.Pos{TXID: next}, time.UnixMilli(hdr.Timestamp))
 	f.log.Debug("applied", "txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start))
-	return true, nil
+	return nil
 }
 
 // decodeFile decodes a whole LTX file, verifying its file checksum before

@@ -95,6 +95,7 @@ type Follower struct {
 	restores atomic.Int64  // restores since Open (the first one included)
 	damaged  string        // the damaged object Run last reported ("" if none); Run's own
 	wake     chan struct{} // Wake: fetch now rather than at the next poll
+	hint     atomic.Uint64 // highest TXID the writer said it shipped (Wake)
 }
 
 // ErrClosed is returned by WaitFor once the Follower is closed.
@@ -218,10 +219,17 @@ func (f *Follower) WaitFor(ctx context.Context, txid ltx.TXID) error {
 }
 
 // Wake makes Run fetch the next file now instead of at its next poll: the
-// writer said that a new TXID is in the bucket. It is only a hint: what is
-// applied is still fetched from the bucket by name, so a wrong or early
-// hint costs one fetch and changes nothing.
-func (f *Follower) Wake() {
+// writer said that TXID txid is in the bucket (0: something new). It is
+// only a hint: what is applied is still fetched from the bucket by name and
+// checked, so a wrong or early hint costs a few fetches and changes
+// nothing; the files up to txid are fetched concurrently.
+func (f *Follower) Wake(txid uint64) {
+	for {
+		cur := f.hint.Load()
+		if txid <= cur || f.hint.CompareAndSwap(cur, txid) {
+			break
+		}
+	}
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -307,9 +315,20 @@ func (f *Follower) Poll(ctx context.Context) (int, error) {
 	return n + 1, nil
 }
 
-// applyAvailable applies next files until one is missing.
+// applyAvailable applies next files until one is missing: first those the
+// writer said it shipped, several fetched at once.
 func (f *Follower) applyAvailable(ctx context.Context) (int, error) {
 	n := 0
+	for {
+		m, err := f.applyHinted(ctx)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if m < maxPrefetch {
+			break
+		}
+	}
 	for {
 		ok, err := f.applyNext(ctx)
 		if err != nil || !ok {

@@ -68,7 +68,7 @@ func (s *Server) pushToken(name string) string {
 
 // subscribeFollower keeps name's copy told of what the holder ships
 // (readreplica.Options.Subscribe).
-func (s *Server) subscribeFollower(ctx context.Context, name string, wake func()) {
+func (s *Server) subscribeFollower(ctx context.Context, name string, wake func(txid uint64)) {
 	if s.cfg.Lease.PollOnly {
 		return
 	}
@@ -84,9 +84,9 @@ func (s *Server) subscribeFollower(ctx context.Context, name string, wake func()
 		return rec.URL, nil
 	}
 	s.push.client.Follow(ctx, name, holder, push.Events{
-		Shipped:  func(uint64) { wake() },
-		Released: wake,
-		Ended:    wake,
+		Shipped:  wake,
+		Released: func() { wake(0) },
+		Ended:    func() { wake(0) },
 	})
 }
 

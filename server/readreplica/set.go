@@ -40,9 +40,9 @@ type Options struct {
 	// replica and when it moved past it (readiness, metrics).
 	Damage DamageReporter
 	// Subscribe, if set, runs for each copy until it stops, and calls wake
-	// whenever the writer says it shipped something (package push): the
-	// copy fetches then instead of at its next poll.
-	Subscribe func(ctx context.Context, name string, wake func())
+	// whenever the writer says it shipped TXID txid (0: something; package
+	// push): the copy fetches then instead of at its next poll.
+	Subscribe func(ctx context.Context, name string, wake func(txid uint64))
 }
 
 // DamageReporter is replicated.DamageReporter: a follower reports as a
