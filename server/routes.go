@@ -54,11 +54,12 @@ func (s *Server) routes() http.Handler {
 		handle(p, s.perDatabase(s.serveHrana, hranaRead))
 		handle("/db/{name}"+p, s.hranaAt(s.perDatabase(s.serveHrana, hranaRead)))
 	}
-	// libSQL's embedded-replica sync (package libsqlsync): reads, so a
-	// follower-only instance forwards them to the writer.
-	handle("GET /db/{name}/info", s.perDatabase(s.sync.Info, nil))
-	handle("GET /db/{name}/export/{generation}", s.perDatabase(s.sync.Export, nil))
-	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.perDatabase(s.sync.Sync, nil))
+	// libSQL's embedded-replica sync (package libsqlsync): reads, so an
+	// instance that does not write the database answers them from its
+	// follower (embedded.go).
+	handle("GET /db/{name}/info", s.syncRoute(s.sync.Info))
+	handle("GET /db/{name}/export/{generation}", s.syncRoute(s.sync.Export))
+	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.syncRoute(s.sync.Sync))
 	// sqld's legacy API ({"statements": [...]}): the root serves the database
 	// Hrana's root routes serve, /db/NAME/ the named one.
 	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))

@@ -158,6 +158,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		BookmarkWait:     time.Duration(cfg.Lease.BookmarkWait),
 		Logger:           logger,
 		Damage:           s.damage,
+		OnApplied:        s.syncHistory.Shipped, // embedded replicas sync from the follower too
 	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
@@ -223,7 +224,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
 	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
 	s.sync = libsqlsync.New(libsqlsync.Options{Host: s.host, Store: counted, History: s.syncHistory,
-		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError})
+		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError, Position: s.syncPosition,
+		Observe: s.syncObserver()})
 	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }

@@ -34,6 +34,14 @@ type Options struct {
 	Dir string
 	// WriteError answers a failed request the server's way.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// Position, if set, returns the TXID name is served at here when this
+	// instance follows it (what its copy applied, History being fed the
+	// files it applies); ok false: Host's database, written here.
+	Position func(ctx context.Context, name string) (pos uint64, ok bool, err error)
+	// Observe, if set, hears every answer to /export and /sync: which
+	// answer ("export", "diff", "database", "end") and the bytes of pages
+	// it sent (operators and benchmarks read what a sync costs).
+	Observe func(db, answer string, bytes int64)
 }
 
 // Handler answers the sync endpoints of every database.
@@ -78,15 +86,49 @@ func (h *Handler) database(r *http.Request) (string, uint64, error) {
 	if !auth.FromContext(r.Context()).CanRead(name) {
 		return "", 0, dberr.ForDatabase(dberr.CodeForbidden, name, "this token may not read database \""+name+"\", so it may not sync an embedded replica of it")
 	}
-	db, err := h.opts.Host.Get(r.Context(), name)
+	pos, err := h.position(r.Context(), name)
 	if err != nil {
 		return "", 0, err
 	}
-	pos, err := db.Read(r.Context(), func(sqlconn.Conn) error { return nil })
-	if err != nil {
-		return "", 0, err
+	if pos > 0 && !h.opts.History.known(name) {
+		h.seedWindow(r.Context(), name, pos)
 	}
-	return name, uint64(pos), nil
+	return name, pos, nil
+}
+
+// position is the TXID name is served at: its follower's, or its own.
+func (h *Handler) position(ctx context.Context, name string) (uint64, error) {
+	if h.opts.Position != nil {
+		if pos, ok, err := h.opts.Position(ctx, name); ok || err != nil {
+			return pos, err
+		}
+	}
+	db, err := h.opts.Host.Get(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	pos, err := db.Read(ctx, func(sqlconn.Conn) error { return nil })
+	return uint64(pos), err
+}
+
+// seedWindow starts name's window with the level-0 file of pos, read from
+// the bucket (one GET, the first time a database is synced in this
+// process): replicas that bootstrap at pos then sync the pages changed
+// since, not the whole database. Without that file (compacted away) the
+// window starts empty, after pos.
+func (h *Handler) seedWindow(ctx context.Context, name string, pos uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := replica.Sub(h.opts.Store, name).Get(ctx, replica.LTXKey(0, ltx.TXID(pos), ltx.TXID(pos)))
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	body, err := io.ReadAll(io.LimitReader(rc, int64(h.opts.History.limit)+1<<20))
+	if err != nil {
+		return
+	}
+	h.opts.History.seed(name, pos, body)
 }
 
 // Info answers GET …/info: the generation a new replica starts from.
@@ -134,7 +176,14 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(int64(pages)*PageSize, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.CopyN(w, f, int64(pages)*PageSize)
+	n, _ := io.CopyN(w, f, int64(pages)*PageSize)
+	h.observe(name, "export", n)
+}
+
+func (h *Handler) observe(db, answer string, bytes int64) {
+	if h.opts.Observe != nil {
+		h.opts.Observe(db, answer, bytes)
+	}
 }
 
 // Sync answers GET …/sync/{generation}/{start}/{end}. The client applies
@@ -174,11 +223,14 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 	hist := h.opts.History
 	v := hist.view(name, pos)
 	endOfGeneration := func(newest uint64) {
+		h.observe(name, "end", 0)
 		w.Header().Set(AnswerHeader, "end")
 		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
 	}
 	image := func() {
-		if n, ok := h.sendImage(w, r, name, v.head); ok {
+		n, ok := h.sendImage(w, r, name, v.head)
+		h.observe(name, "database", int64(n)*(frameHeaderSize+PageSize))
+		if ok {
 			hist.reach(name, gen, start-1+uint64(n), v.head)
 		}
 	}
@@ -240,9 +292,11 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 		}
 		putFrame(frame, pgno, size, pages[pgno])
 		if _, err := w.Write(frame); err != nil {
+			h.observe(name, "diff", int64(i)*int64(len(frame)))
 			return
 		}
 	}
+	h.observe(name, "diff", int64(len(pgnos))*int64(len(frame)))
 	hist.reach(name, gen, start-1+uint64(len(pgnos)), head)
 }
 

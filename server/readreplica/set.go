@@ -39,6 +39,9 @@ type Options struct {
 	// Damage, if set, hears when a copy meets a damaged object in the
 	// replica and when it moved past it (readiness, metrics).
 	Damage DamageReporter
+	// OnApplied, if set, hears every file a copy applies (embedded
+	// replicas' syncs served from this instance's copy).
+	OnApplied func(name string, f replica.LTXFile, body []byte)
 }
 
 // DamageReporter is replicated.DamageReporter: a follower reports as a
