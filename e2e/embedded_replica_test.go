@@ -28,6 +28,7 @@ const (
 	embRW    = "embedded-rw-token-0001"
 	embRO    = "embedded-ro-token-0002" // read-only, app only
 	embOther = "embedded-other-token-03"
+	embOtRO  = "embedded-other-ro-token-04" // read-only, another database
 )
 
 func embeddedServe(t *testing.T, env []string, data, replicaURL, host string, extra string) *process {
@@ -43,7 +44,10 @@ tokens:
     databases: [app]
   - token: %s
     databases: [other]
-%s`, data, replicaURL, host, embRW, embRO, embOther, extra))
+  - token: %s
+    access: ro
+    databases: [other]
+%s`, data, replicaURL, host, embRW, embRO, embOther, embOtRO, extra))
 	p := start(t, env, sluiceBin, "serve", "-config", cfg)
 	waitUntil(t, 60*time.Second, func() bool { return readyCode("http://"+host+"/ready") == 200 }, p)
 	return p
@@ -106,8 +110,14 @@ func (c replicaClient) run(t *testing.T, local, url, token string, args ...strin
 	cmd := exec.CommandContext(ctx, c.interp, append([]string{script, local, url, token}, args...)...)
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.Output() // a failure is the JSON line's error
+	// The client may log to stdout before it (libSQL's core on errors):
+	// the script's line is the last.
+	line := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(line, "\n{"); i >= 0 {
+		line = line[i+1:]
+	}
 	var r replicaRun
-	if jerr := json.Unmarshal(out, &r); jerr != nil {
+	if jerr := json.Unmarshal([]byte(line), &r); jerr != nil {
 		stderr := ""
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = lastLines(string(ee.Stderr), 10)
@@ -343,11 +353,16 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	// Python shows the 403; @libsql/client falls back to the gRPC
 	// replication service on any /info error and reports only
 	// "Replication(PrimaryHandshakeTimeout)".
-	if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, embOther, "sync"); r.Error == "" ||
-		(c.name == "python-libsql" && !strings.Contains(r.Error, "403")) {
-		t.Fatalf("a replica with another database's token: %+v, want it refused (403)", r)
-	} else {
-		t.Logf("another database's token: %s", r.Error)
+	for _, tok := range []string{embOther, embOtRO} {
+		if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, tok, "sync"); r.Error == "" ||
+			(c.name == "python-libsql" && !strings.Contains(r.Error, "403")) {
+			t.Fatalf("a replica with another database's token: %+v, want it refused (403)", r)
+		} else {
+			t.Logf("another database's token: %s", r.Error)
+		}
+	}
+	if code, _, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", bootGen), embOtRO); code != 403 {
+		t.Fatalf("/sync with another database's read-only token: %d, want 403", code)
 	}
 	if r := runReplica(t, local, url, embRO, "write", "refused"); r.Error == "" {
 		t.Fatal("a read-only token wrote through the replica")
@@ -574,11 +589,13 @@ func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
 
 			// Tokens hold at the follower: another database's token is
 			// refused, before any copy starts.
-			if code, _, _ := syncAnswer(t, follower, "/db/app/info", embOther); code != 403 {
-				t.Fatalf("/info at the follower with another database's token: %d, want 403", code)
+			for _, path := range []string{"/db/app/info", "/db/app/export/1", "/db/app/sync/1/1/2"} {
+				if code, _, _ := syncAnswer(t, follower, path, embOtRO); code != 403 {
+					t.Fatalf("%s at the follower with another database's read-only token: %d, want 403", path, code)
+				}
 			}
-			if r := c.run(t, filepath.Join(t.TempDir(), "other.db"), url, embOther, "sync"); r.Error == "" {
-				t.Fatalf("a replica with another database's token synced from the follower: %+v", r)
+			if r := c.run(t, filepath.Join(t.TempDir(), "other.db"), url, embOtRO, "sync"); r.Error == "" {
+				t.Fatalf("a replica with another database's read-only token synced from the follower: %+v", r)
 			}
 			if w := syncRequestsSeen(t, writer); w != 0 {
 				t.Fatalf("the writer answered %d sync requests; the follower should have answered them all", w)

@@ -16,7 +16,7 @@ import (
 // the sync first waits for the follower to apply what the writer
 // acknowledged through here.
 
-type followerPosKey struct{}
+type followerSyncKey struct{}
 
 // syncRoute serves a sync endpoint: locally when this instance writes the
 // database or follows it, else (no follower can start) through the writer.
@@ -31,7 +31,7 @@ func (s *Server) syncRoute(local http.HandlerFunc) http.HandlerFunc {
 			forwarded(w, r)
 			return
 		}
-		local(w, r.WithContext(context.WithValue(r.Context(), followerPosKey{}, name)))
+		local(w, r.WithContext(context.WithValue(r.Context(), followerSyncKey{}, name)))
 	}
 }
 
@@ -46,18 +46,19 @@ func (s *Server) writtenElsewhere(ctx context.Context, name string) bool {
 	return errors.As(err, &nl)
 }
 
-// syncPosition is the TXID a sync request is answered at when syncRoute
-// marked it for the follower (asked after authorisation: the follower
-// starts only for a client that may read); ok false: the writer's own.
-func (s *Server) syncPosition(ctx context.Context, name string) (uint64, bool, error) {
-	if n, _ := ctx.Value(followerPosKey{}).(string); n == "" || n != name {
-		return 0, false, nil
+// syncFollower is the copy a sync request is answered from when
+// syncRoute marked it for the follower (asked after authorisation: the
+// copy starts only for a client that may read); ok false: the writer's
+// own database.
+func (s *Server) syncFollower(ctx context.Context, name string) (dbhost.Database, bool, error) {
+	if n, _ := ctx.Value(followerSyncKey{}).(string); n == "" || n != name {
+		return nil, false, nil
 	}
 	v, err := s.replicas.Caught(ctx, name)
 	if err != nil {
-		return 0, true, err
+		return nil, true, err
 	}
-	return uint64(v.Bookmark()), true, nil
+	return v, true, nil
 }
 
 // syncObserver counts embedded replicas' sync answers and the page bytes

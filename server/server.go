@@ -224,7 +224,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
 	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
 	s.sync = libsqlsync.New(libsqlsync.Options{Host: s.host, Store: counted, History: s.syncHistory,
-		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError, Position: s.syncPosition,
+		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError, Follower: s.syncFollower,
 		Observe: s.syncObserver()})
 	s.handler = s.guardHTTP(s.routes())
 	return s, nil

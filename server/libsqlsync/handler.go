@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httperr"
 	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -34,10 +35,10 @@ type Options struct {
 	Dir string
 	// WriteError answers a failed request the server's way.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
-	// Position, if set, returns the TXID name is served at here when this
-	// instance follows it (what its copy applied, History being fed the
-	// files it applies); ok false: Host's database, written here.
-	Position func(ctx context.Context, name string) (pos uint64, ok bool, err error)
+	// Follower, if set, returns the copy name is served from when this
+	// instance follows it (History being fed the files it applies); ok
+	// false: Host's database, written here.
+	Follower func(ctx context.Context, name string) (db dbhost.Database, ok bool, err error)
 	// Observe, if set, hears every answer to /export and /sync: which
 	// answer ("export", "diff", "database", "end") and the bytes of pages
 	// it sent (operators and benchmarks read what a sync costs).
@@ -77,8 +78,11 @@ const AnswerHeader = "Sluice-Sync-Answer"
 const frameHeaderSize = 24
 
 // database authorises the request (reading is enough: a sync only reads)
-// and opens the database it names.
-func (h *Handler) database(r *http.Request) (string, uint64, error) {
+// and opens the database it names. A database whose pages the clients
+// cannot take is refused, except by /info (info): a client refused there
+// falls back to libSQL's other replication protocol and reports only a
+// handshake timeout, while the refusal of /export reaches the user.
+func (h *Handler) database(r *http.Request, info bool) (string, uint64, error) {
 	name := r.PathValue("name")
 	if err := dbhost.ValidateName(name); err != nil {
 		return "", 0, err
@@ -86,9 +90,15 @@ func (h *Handler) database(r *http.Request) (string, uint64, error) {
 	if !auth.FromContext(r.Context()).CanRead(name) {
 		return "", 0, dberr.ForDatabase(dberr.CodeForbidden, name, "this token may not read database \""+name+"\", so it may not sync an embedded replica of it")
 	}
-	pos, err := h.position(r.Context(), name)
+	pos, pageSize, err := h.position(r.Context(), name)
 	if err != nil {
 		return "", 0, err
+	}
+	if pageSize != PageSize {
+		if !info {
+			return "", 0, errPageSizeFor(name, pageSize)
+		}
+		return name, pos, nil
 	}
 	if pos > 0 && !h.opts.History.known(name) {
 		h.seedWindow(r.Context(), name, pos)
@@ -96,19 +106,46 @@ func (h *Handler) database(r *http.Request) (string, uint64, error) {
 	return name, pos, nil
 }
 
-// position is the TXID name is served at: its follower's, or its own.
-func (h *Handler) position(ctx context.Context, name string) (uint64, error) {
-	if h.opts.Position != nil {
-		if pos, ok, err := h.opts.Position(ctx, name); ok || err != nil {
-			return pos, err
+// position is the TXID name is served at (its follower's, or its own) and
+// its page size.
+func (h *Handler) position(ctx context.Context, name string) (uint64, int64, error) {
+	var db dbhost.Database
+	if h.opts.Follower != nil {
+		f, ok, err := h.opts.Follower(ctx, name)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			db = f
 		}
 	}
-	db, err := h.opts.Host.Get(ctx, name)
-	if err != nil {
-		return 0, err
+	if db == nil {
+		var err error
+		if db, err = h.opts.Host.Get(ctx, name); err != nil {
+			return 0, 0, err
+		}
 	}
-	pos, err := db.Read(ctx, func(sqlconn.Conn) error { return nil })
-	return uint64(pos), err
+	var pageSize int64
+	pos, err := db.Read(ctx, func(c sqlconn.Conn) error {
+		res, err := c.Exec(ctx, sqlconn.Stmt{SQL: "PRAGMA page_size", WantRows: true})
+		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+			pageSize = res.Rows[0][0].Int
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(pos), pageSize, nil
+}
+
+// errPageSizeFor refuses a database whose pages libSQL's clients cannot
+// take: they cut every sync answer into 4096-byte pages. Not 400, which
+// the clients read as "end of generation" and report as a JSON error.
+func errPageSizeFor(name string, pageSize int64) error {
+	return httperr.WithStatus(http.StatusUnprocessableEntity, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf(
+		"database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages "+
+			"(rebuild it with PRAGMA page_size=4096 then VACUUM, or read it remotely over Hrana)", name, pageSize)))
 }
 
 // seedWindow starts name's window with the level-0 file of pos, read from
@@ -133,7 +170,7 @@ func (h *Handler) seedWindow(ctx context.Context, name string, pos uint64) {
 
 // Info answers GET …/info: the generation a new replica starts from.
 func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, true)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -154,7 +191,7 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 // Export answers GET …/export/{generation}: a database image at or after
 // the generation (the one /info named it for, or a new one at the head).
 func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, false)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -209,7 +246,7 @@ func (h *Handler) observe(db, answer string, bytes int64) {
 //     (History.startOf), as one transaction, or end of generation (naming
 //     its own) if none.
 func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, false)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -388,10 +425,10 @@ func (h *Handler) image(ctx context.Context, name string, atLeast, txid uint64) 
 		img.mu.Unlock()
 		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf("embedded replica sync: cannot rebuild database %q at TXID %d from the replica: %v", name, txid, err))
 	}
-	if res.PageSize != PageSize {
+	if res.PageSize != PageSize { // changed since the request began
 		_ = os.Remove(path)
 		img.mu.Unlock()
-		return nil, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf("database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages", name, res.PageSize))
+		return nil, errPageSizeFor(name, int64(res.PageSize))
 	}
 	img.txid, img.path, img.pages = txid, path, res.Pages
 	return img, nil
