@@ -3,8 +3,8 @@ package e2e
 import (
 	"database/sql"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
