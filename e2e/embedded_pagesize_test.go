@@ -58,6 +58,22 @@ func TestEmbeddedReplicaRefusesOtherPageSizes(t *testing.T) {
 			t.Fatalf("%s: %d %s, want 422 naming the page size", path, resp.StatusCode, raw)
 		}
 	}
+	// Frames written offline and pushed (libSQL's push) are refused in one
+	// line; nothing reaches the database.
+	req, _ := http.NewRequest("POST", "http://"+host+"/db/big/sync/1/1/2", strings.NewReader(strings.Repeat("x", 4096+24)))
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(string(raw), "not supported") {
+		t.Fatalf("a push: %d %s, want 405 saying push is not supported", resp.StatusCode, raw)
+	}
+	if got := embQueryDB(t, host, "big", "SELECT count(*) FROM t"); fmt.Sprint(got) != "[[1]]" {
+		t.Fatalf("after a refused push the database has %v rows, want 1", got)
+	}
 	for _, c := range replicaClients() {
 		local := filepath.Join(t.TempDir(), "local.db")
 		r := c.run(t, local, "http://"+host+"/db/big/", embRW, "sync")

@@ -60,6 +60,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /db/{name}/info", s.syncRoute(s.sync.Info))
 	handle("GET /db/{name}/export/{generation}", s.syncRoute(s.sync.Export))
 	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.syncRoute(s.sync.Sync))
+	handle("POST /db/{name}/sync/{generation}/{start}/{end}", s.sync.RefusePush)
 	// sqld's legacy API ({"statements": [...]}): the root serves the database
 	// Hrana's root routes serve, /db/NAME/ the named one.
 	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))

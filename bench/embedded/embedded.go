@@ -28,7 +28,9 @@ import (
 type Options struct {
 	Sluice      string // the sluice binary
 	WorkDir     string
+	Client      string // "node" (@libsql/client) or "python" (PyPI libsql) [node]
 	NodeModules string // where @libsql/client is installed
+	Python      string // the python3 that has libsql [python3]
 	Replicas    int    // embedded replicas, one process each [4]
 	Rows        int    // rows in the database before the run [20000]
 	RowBytes    int    // bytes of each row's value [100]
@@ -47,6 +49,12 @@ func (o *Options) defaults() {
 		if *v <= 0 {
 			*v = d
 		}
+	}
+	if o.Client == "" {
+		o.Client = "node"
+	}
+	if o.Python == "" {
+		o.Python = "python3"
 	}
 	def(&o.Replicas, 4)
 	def(&o.Rows, 20000)
@@ -72,6 +80,7 @@ const (
 
 // Report is a run's figures (µs for latencies, ms for lag).
 type Report struct {
+	Client         string
 	Replicas, Rows int
 	DatabaseBytes  int64
 
@@ -111,7 +120,7 @@ const (
 // Run measures, printing as it goes to out.
 func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	o.defaults()
-	rep := &Report{Replicas: o.Replicas, Rows: o.Rows}
+	rep := &Report{Client: o.Client, Replicas: o.Replicas, Rows: o.Rows}
 	mio, err := minioproc.Start(ctx, filepath.Join(o.WorkDir, "minio"))
 	if err != nil {
 		return nil, err
@@ -144,8 +153,8 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "sluice bench embedded: %s, sync durability on MinIO; %d embedded replicas (@libsql/client processes); database of %d rows, %d KiB\n",
-		o.Sluice, o.Replicas, o.Rows, rep.DatabaseBytes>>10)
+	fmt.Fprintf(out, "sluice bench embedded: %s, sync durability on MinIO; %d embedded replicas (%s processes); database of %d rows, %d KiB\n",
+		o.Sluice, o.Replicas, clientName(o.Client), o.Rows, rep.DatabaseBytes>>10)
 
 	// The replicas bootstrap.
 	syncURL := srv.URL + "/db/app/"
@@ -159,7 +168,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}()
 	for i := range workers {
 		var ms float64
-		workers[i], ms, err = startWorker(ctx, o.WorkDir, o.NodeModules, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), syncURL, roToken)
+		workers[i], ms, err = startWorker(ctx, o.Client, o.WorkDir, o.NodeModules, o.Python, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), syncURL, roToken)
 		if err != nil {
 			return nil, err
 		}
@@ -720,4 +729,11 @@ func DefaultNodeModules() string {
 	}
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".cache", "sluice-tools", "node_modules")
+}
+
+func clientName(c string) string {
+	if c == "python" {
+		return "PyPI libsql"
+	}
+	return "@libsql/client"
 }

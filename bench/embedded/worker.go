@@ -17,6 +17,13 @@ import (
 //go:embed worker.js
 var workerJS []byte
 
+//go:embed worker.py
+var workerPy []byte
+
+// Clients are the applications a run can use: @libsql/client (node) or
+// PyPI libsql (python3).
+var Clients = []string{"node", "python"}
+
 // worker is one application process with an embedded replica.
 type worker struct {
 	cmd    *exec.Cmd
@@ -49,14 +56,18 @@ func (t *tail) String() string {
 
 // startWorker starts one application on local, synced from syncURL, and
 // waits for its replica's bootstrap.
-func startWorker(ctx context.Context, dir, nodeModules, local, syncURL, token string) (*worker, float64, error) {
-	script := filepath.Join(dir, "worker.js")
+func startWorker(ctx context.Context, client, dir, nodeModules, python, local, syncURL, token string) (*worker, float64, error) {
+	name, body, interp := "worker.js", workerJS, "node"
+	if client == "python" {
+		name, body, interp = "worker.py", workerPy, python
+	}
+	script := filepath.Join(dir, name)
 	if _, err := os.Stat(script); err != nil {
-		if err := os.WriteFile(script, workerJS, 0o644); err != nil {
+		if err := os.WriteFile(script, body, 0o644); err != nil {
 			return nil, 0, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, "node", script, local, syncURL, token)
+	cmd := exec.CommandContext(ctx, interp, script, local, syncURL, token)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
 	w := &worker{cmd: cmd, stderr: &tail{}}
 	cmd.Stderr = w.stderr
@@ -69,7 +80,7 @@ func startWorker(ctx context.Context, dir, nodeModules, local, syncURL, token st
 		return nil, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, 0, fmt.Errorf("start node (the embedded replicas are @libsql/client processes): %w", err)
+		return nil, 0, fmt.Errorf("start %s (the embedded replicas are %s processes): %w", interp, client, err)
 	}
 	w.out = bufio.NewScanner(stdout)
 	w.out.Buffer(make([]byte, 1<<20), 256<<20)

@@ -515,3 +515,14 @@ func CleanPath(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// RefusePush answers POST …/sync/{generation}/{start}/{end}, libSQL's push
+// of frames written offline in a local replica: not accepted (a replica's
+// writes go to the server over Hrana), said in one line rather than as an
+// unknown endpoint.
+func (h *Handler) RefusePush(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodGet)
+	h.opts.WriteError(w, r, httperr.WithStatus(http.StatusMethodNotAllowed, dberr.New(dberr.CodeBadRequest,
+		"pushing frames written offline in an embedded replica is not supported by sluice: open the replica with a sync URL "+
+			"so that its writes go to the server (remote writes), and sync() pulls")))
+}
