@@ -185,7 +185,7 @@ func TestHistorySeedStartsTheWindowAtThePositionsOwnFile(t *testing.T) {
 	h.Shipped("db", lf, next)
 	// A replica bootstrapped at 7 is at frame 1 of generation 7, now
 	// inside the window: the answer is the one page changed after 7.
-	if v := h.view("db", 8); 7 == v.from-1 {
+	if v := h.view("db", 8); v.from-1 == 7 {
 		t.Fatalf("generation 7 is the window's edge (%d..%d): it would get the whole database", v.from, v.head)
 	}
 	pages, commit, head, ok := h.diff("db", 7)
