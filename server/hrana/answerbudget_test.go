@@ -193,8 +193,14 @@ func TestAnswerBudgetJSONCursor(t *testing.T) {
 	got = entries(steps(budgetRows(800)))
 	rows := 0
 	for _, e := range got {
-		if e["type"] == "row" {
-			rows++
+		if e["type"] != "row" {
+			continue
+		}
+		rows++
+		row, _ := e["row"].([]any)
+		first, _ := row[0].(map[string]any)
+		if len(row) != 2 || first["type"] != "integer" || first["value"] != fmt.Sprint(rows) {
+			t.Fatalf("row entry %d: %v", rows, e)
 		}
 	}
 	if rows != 800 || got[len(got)-1]["type"] != "step_end" {

@@ -28,8 +28,9 @@ type cursorEncoding interface {
 	contentType() string
 	head(b []byte, head proto.CursorResponse) []byte
 	entry(b []byte, e proto.CursorEntry) []byte
-	// budget sizes the rows for the answer budget in this encoding.
-	budget(b *proto.Budget)
+	// prepare sets how the execution keeps rows for this encoding and
+	// sizes them for the answer budget.
+	prepare(x *stream.Execution)
 }
 
 type cursorJSON struct{}
@@ -40,11 +41,9 @@ func (cursorJSON) head(b []byte, head proto.CursorResponse) []byte {
 	return append(append(b, one...), '\n')
 }
 func (cursorJSON) entry(b []byte, e proto.CursorEntry) []byte { return e.AppendJSON(b) }
-func (cursorJSON) budget(b *proto.Budget) {
-	if b != nil {
-		b.RowOverhead = len(`{"row":[],"type":"row"}` + "\n")
-	}
-}
+
+// prepare has rows encoded as their entries while SQLite steps them.
+func (cursorJSON) prepare(x *stream.Execution) { x.StreamRows, x.RowLines = true, true }
 
 // cursorPiece is how much of a cursor answer is encoded before it is
 // written: the answer goes out as it is encoded, each piece under the
@@ -77,7 +76,7 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	defer h.endOnPanic(w, s, &released)
 	x, cancel := h.streams.NewExecution(stream.WithClient(r.Context(), r.RemoteAddr), s)
 	defer cancel()
-	enc.budget(x.Budget())
+	enc.prepare(x)
 	res, failed := x.CursorBatch(body.Batch)
 	baton := h.streams.Release(s)
 	released = true
@@ -89,6 +88,15 @@ func (h *Handler) runCursor(w http.ResponseWriter, r *http.Request, db dbhost.Da
 	b := make([]byte, 0, cursorPiece+cursorPiece/4)
 	b = enc.head(b, proto.CursorResponse{Baton: baton})
 	err := proto.EachCursorEntry(res, failed, func(e proto.CursorEntry) error {
+		if e.Type == "rows" && len(e.Lines) >= cursorPiece {
+			// A step's rows, encoded as SQLite stepped them: written as they are.
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+			_, err := w.Write(e.Lines)
+			return err
+		}
 		if b = enc.entry(b, e); len(b) < cursorPiece {
 			return nil
 		}

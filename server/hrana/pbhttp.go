@@ -6,6 +6,7 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -63,7 +64,7 @@ func (*cursorProtobuf) head(b []byte, head proto.CursorResponse) []byte {
 func (c *cursorProtobuf) entry(b []byte, e proto.CursorEntry) []byte {
 	return hranapb.AppendCursorEntry(b, e, &c.scratch)
 }
-func (*cursorProtobuf) budget(b *proto.Budget) { protobufBudget(b) }
+func (*cursorProtobuf) prepare(x *stream.Execution) { protobufBudget(x.Budget()) }
 
 // protobufBudget sizes rows for the answer budget in the protobuf encoding.
 func protobufBudget(b *proto.Budget) {

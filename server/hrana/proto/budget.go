@@ -1,10 +1,12 @@
 package proto
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"strconv"
 
+	"github.com/sluicedb/sluice/internal/largeturn"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
@@ -26,6 +28,24 @@ type Budget struct {
 	// RowOverhead is what a row costs around its values: a JSON array and
 	// its comma (the default), a cursor entry line, a protobuf message.
 	RowOverhead int
+	// Wait, when set, is the context in which a statement whose rows take
+	// the answer past largeturn.Size waits for a turn to build it (shared
+	// with the JSON API), kept until Built.
+	Wait context.Context
+	turn bool
+}
+
+// Built gives back the turn a statement took to build a large answer: its
+// rows are encoded (writing them costs the CPU little).
+func (b *Budget) Built() {
+	if b == nil {
+		return
+	}
+	b.Wait = nil // set per statement: no turn is taken outside one
+	if b.turn {
+		b.turn = false
+		largeturn.Give()
+	}
 }
 
 // answerFrame is kept out of the rows' room for what surrounds them (the
@@ -63,6 +83,9 @@ func (b *Budget) charge(n int) bool {
 		return true
 	}
 	b.used += n
+	if b.Wait != nil && !b.turn && b.used > largeturn.Size {
+		b.turn = largeturn.Take(b.Wait)
+	}
 	return b.used <= b.room
 }
 

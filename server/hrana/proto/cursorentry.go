@@ -17,6 +17,9 @@ type CursorEntry struct {
 	Affected int64   // step_end
 	RowID    *string // step_end
 	Err      *Error  // step_error, error
+	// Lines, of Type "rows", are the step's row entries already encoded as
+	// JSON lines (StmtResult.RowsJSON of a JSON cursor), written as they are.
+	Lines []byte
 }
 
 // CursorEntries turns a batch's outcome into cursor entries; failed (the
@@ -53,6 +56,13 @@ func EachCursorEntry(res *BatchResult, failed *Error, fn func(CursorEntry) error
 		if e := fn(CursorEntry{Type: "step_begin", Step: step, Cols: sr.Cols}); e != nil {
 			return e
 		}
+		if sr.RowsJSON != nil {
+			lines := sr.RowsJSON
+			sr.RowsJSON = nil // let go once written
+			if e := fn(CursorEntry{Type: "rows", Lines: lines}); e != nil {
+				return e
+			}
+		}
 		for j, row := range sr.Rows {
 			if e := fn(CursorEntry{Type: "row", Row: row}); e != nil {
 				return e
@@ -67,18 +77,21 @@ func EachCursorEntry(res *BatchResult, failed *Error, fn func(CursorEntry) error
 }
 
 // AppendJSON appends e as one line of a JSON cursor answer (with its
-// newline), as MarshalJSON and encoding/json's Encoder would write it.
+// newline), as encoding/json's Encoder would write MarshalJSON's object
+// (keys in another order); "rows" appends its lines.
 func (e CursorEntry) AppendJSON(b []byte) []byte {
 	switch e.Type {
+	case "rows":
+		return append(b, e.Lines...)
 	case "row":
-		b = append(b, `{"row":[`...)
+		b = append(b, `{"type":"row","row":[`...)
 		for i, v := range e.Row {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = appendValue(b, sqlconn.Value(v))
 		}
-		return append(b, "],\"type\":\"row\"}\n"...)
+		return append(b, "]}\n"...)
 	case "step_end":
 		b = append(b, `{"affected_row_count":`...)
 		b = strconv.AppendInt(b, e.Affected, 10)

@@ -21,6 +21,9 @@ type RowsEncoder struct {
 	// interrupts the statement).
 	Budget *Budget
 	Stop   func()
+	// Lines encodes each row as a JSON cursor's row entry (a line of its
+	// own) instead of an element of "rows".
+	Lines bool
 
 	buf     []byte
 	rows    int
@@ -77,7 +80,10 @@ func (e *RowsEncoder) Row(r *sqlconn.Row) {
 	before := len(e.buf)
 	defer e.charge(before)
 	b := e.buf
-	if e.rows > 0 {
+	switch {
+	case e.Lines:
+		b = append(b, `{"type":"row","row":`...)
+	case e.rows > 0:
 		b = append(b, ',')
 	}
 	b = append(b, '[')
@@ -87,7 +93,11 @@ func (e *RowsEncoder) Row(r *sqlconn.Row) {
 		}
 		b = appendRowValue(b, r, i)
 	}
-	e.buf = append(b, ']')
+	b = append(b, ']')
+	if e.Lines {
+		b = append(b, "}\n"...)
+	}
+	e.buf = b
 	e.rows++
 }
 

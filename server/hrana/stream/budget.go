@@ -12,10 +12,13 @@ import (
 // request's answer budget as SQLite steps it. The row that passes the
 // budget interrupts the statement: its rows are dropped and it fails
 // SQLITE_TOOBIG naming limits.max-response-bytes, so what a request holds
-// never grows past the cap however many rows it asks for.
+// never grows past the cap however many rows it asks for; past
+// largeturn.Size the statement waits for a turn to build a large answer.
 func (rc *runConn) execCollected(ctx context.Context, st *step, stmt sqlconn.Stmt) (*proto.StmtResult, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	rc.budget.Wait = ctx
+	defer rc.budget.Built()
 	rows := &proto.RowsCollector{Budget: rc.budget, Stop: stop}
 	stmt.Rows = rows
 	res, err := rc.conn.Exec(ctx, stmt)

@@ -46,6 +46,9 @@ type Execution struct {
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
 	StreamRows bool
+	// RowLines, with StreamRows, encodes each row as a JSON cursor's row
+	// entry (a line of its own) instead.
+	RowLines bool
 	// budget caps the answer (nil: no cap); mark is where it stood when
 	// the batch running now began (it is rewound when the batch runs again).
 	budget *proto.Budget
@@ -217,7 +220,7 @@ func (x *Execution) onPool(steps []step, virtual bool) (outcome, *proto.Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c sqlconn.Conn, onReader bool) error {
-		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.StreamRows, budget: x.budget, mark: x.mark}
+		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.StreamRows, lines: x.RowLines, budget: x.budget, mark: x.mark}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -329,7 +332,7 @@ func (x *Execution) onSession(steps []step) (outcome, *proto.Error) {
 		s.txStart = time.Now() // bounds a transaction this request opens
 	}
 	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.r.cfg.TxTimeout))
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.StreamRows, budget: x.budget, mark: x.mark}
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.StreamRows, lines: x.RowLines, budget: x.budget, mark: x.mark}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx

@@ -39,6 +39,7 @@ type runConn struct {
 	// stream encodes rows as SQLite steps them (StmtResult.RowsJSON)
 	// instead of collecting them in Rows.
 	stream bool
+	lines  bool // rows as JSON cursor row entries (Execution.RowLines)
 	// budget caps the request's answer (budget.go); the run starts from
 	// mark, what the request's earlier batches hold.
 	budget *proto.Budget
@@ -173,13 +174,15 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error
 	}
 	var rows *proto.RowsEncoder
 	if rc.stream && stmt.WantRows {
-		rows = &proto.RowsEncoder{Budget: rc.budget}
+		rows = &proto.RowsEncoder{Budget: rc.budget, Lines: rc.lines}
 		stmt.Rows = rows
 		if rc.budget != nil {
 			var stop context.CancelFunc
 			ctx, stop = context.WithCancel(ctx)
 			defer stop()
 			rows.Stop = stop
+			rc.budget.Wait = ctx
+			defer rc.budget.Built()
 		}
 	}
 	res, err := rc.conn.Exec(ctx, stmt)
