@@ -287,3 +287,49 @@ func TestAnswerBudgetGoClient(t *testing.T) {
 		t.Errorf("800 rows: %d, %v", n, err)
 	}
 }
+
+// A batch that leaves a transaction open runs first inside a read or write
+// group, then again on a session of its own: its rows count once, not once
+// per run (two runs of 600 rows would pass the cap; one does not).
+func TestAnswerBudgetBatchRunAgain(t *testing.T) {
+	url := budgetTestServer(t, "again") + "/db/again/v3/pipeline"
+	stepsJSON := func(sqls ...string) string {
+		var parts []string
+		for _, s := range sqls {
+			b, _ := json.Marshal(map[string]any{"stmt": map[string]any{"sql": s, "want_rows": true}})
+			parts = append(parts, string(b))
+		}
+		return strings.Join(parts, ",")
+	}
+	body := `{"baton":null,"requests":[{"type":"batch","batch":{"steps":[` +
+		stepsJSON("BEGIN", budgetRows(600), "COMMIT", "BEGIN") + `]}},{"type":"close"}]}`
+	code, raw := postRaw(t, url, body)
+	if code != http.StatusOK {
+		t.Fatalf("pipeline: %d %s", code, raw)
+	}
+	var out struct {
+		Results []struct {
+			Type     string
+			Response struct {
+				Result struct {
+					StepResults []*struct {
+						Rows []json.RawMessage `json:"rows"`
+					} `json:"step_results"`
+					StepErrors []map[string]any `json:"step_errors"`
+				} `json:"result"`
+			} `json:"response"`
+		}
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("answer: %v: %.300s", err, raw)
+	}
+	res := out.Results[0].Response.Result
+	if out.Results[0].Type != "ok" || len(res.StepResults) != 4 || res.StepResults[1] == nil || len(res.StepResults[1].Rows) != 600 {
+		t.Fatalf("the batch's 600 rows: %.600s", raw)
+	}
+	for i, e := range res.StepErrors {
+		if e != nil {
+			t.Errorf("step %d: %v", i, e)
+		}
+	}
+}
