@@ -13,11 +13,12 @@ import (
 // budget interrupts the statement: its rows are dropped and it fails
 // SQLITE_TOOBIG naming limits.max-response-bytes, so what a request holds
 // never grows past the cap however many rows it asks for; past
-// largeturn.Size the statement waits for a turn to build a large answer.
+// largeturn.Size the statement waits for a turn to build a large answer
+// (largeTurn).
 func (rc *runConn) execCollected(ctx context.Context, st *step, stmt sqlconn.Stmt) (*proto.StmtResult, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	rc.budget.Wait = ctx
+	rc.largeTurn(ctx)
 	defer rc.budget.Built()
 	rows := &proto.RowsCollector{Budget: rc.budget, Stop: stop}
 	stmt.Rows = rows
@@ -40,4 +41,14 @@ func (rc *runConn) execCollected(ctx context.Context, st *step, stmt sqlconn.Stm
 	}
 	rc.budget.ChargeResult(len(res.Columns))
 	return out, nil
+}
+
+// largeTurn lets the statement about to run wait for a turn to build a
+// large answer (largeturn) in ctx, on a pooled read connection only: a
+// statement in a write group or on a session holds the database's writer,
+// and waiting there would stall every other writer of the database.
+func (rc *runConn) largeTurn(ctx context.Context) {
+	if rc.onReader {
+		rc.budget.Wait = ctx
+	}
 }

@@ -181,7 +181,7 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error
 			ctx, stop = context.WithCancel(ctx)
 			defer stop()
 			rows.Stop = stop
-			rc.budget.Wait = ctx
+			rc.largeTurn(ctx)
 			defer rc.budget.Built()
 		}
 	}
