@@ -230,6 +230,7 @@ func TestAnswerBudgetHranaClient(t *testing.T) {
 				"after":           "42",
 				"fits.rows":       800.0,
 				"pipeline.0.ok":   true,
+				"pipeline.2.ok":   true, // sized in protobuf: three fit where JSON fits two
 				"cursor.1.rows":   1.0,
 				"cursor.5.ok":     false,
 				"cursorFits.0":    map[string]any{"ok": true, "rows": 800.0},
