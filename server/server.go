@@ -205,6 +205,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+		MaxResponseBytes:      int64(s.lim.MaxResponseBytes), // every statement of a request counts toward it
 
 		// Isolation between clients (isolation.go).
 		MaxPinnedDatabases:         maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
