@@ -148,6 +148,55 @@ var inputBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<
 // watchdog: the merge as a whole must make progress, while an input whose
 // pages come late in page order may rightly sit unread for a while.
 func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) (ltx.Header, claim, error) {
+	release, err := c.reserve(ctx, srcs)
+	if err != nil {
+		return ltx.Header{}, claim{}, err
+	}
+	defer release()
+	ctx, wd, stop := replica.WithWatchdog(ctx, c.cfg.CallTimeout)
+	defer stop()
+
+	g := c.openGroup(ctx, wd, srcs)
+	defer g.close()
+	if err := g.firstErr(); err != nil {
+		return ltx.Header{}, claim{}, err // the first is enough: the others are usually the same cause
+	}
+	out, err := c.outputHeader(srcs, g.hdrs)
+	if err != nil {
+		return ltx.Header{}, claim{}, err
+	}
+	span := fmt.Sprintf("%s..%s", srcs[0].name, srcs[len(srcs)-1].name)
+
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := ltxenc.New(bw)
+	defer enc.Release()
+	if err := enc.EncodeHeader(out); err != nil {
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
+	}
+	sum, err := g.mergePages(enc, out, span)
+	if err != nil {
+		return ltx.Header{}, claim{}, err
+	}
+	newest, err := g.finish()
+	if err != nil {
+		return ltx.Header{}, claim{}, err
+	}
+	if out.IsSnapshot() && newest.known && newest.sum != sum {
+		return ltx.Header{}, claim{}, fmt.Errorf("snapshot of %s in %s: the merged database's checksum %s differs from %s recorded by %s; "+
+			"the replica's files are inconsistent, no snapshot written", span, c.store, sum, newest.sum, srcs[len(srcs)-1].name)
+	}
+	if err := enc.Close(); err != nil {
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return ltx.Header{}, claim{}, fmt.Errorf("compact %s: write merge output: %w", span, err)
+	}
+	return out, newest, nil
+}
+
+// reserve takes the bodies of srcs held in Config.Bodies and, for the store
+// inputs left, their budget slots in one step; release gives the slots back.
+func (c *Compactor) reserve(ctx context.Context, srcs []source) (release func(), err error) {
 	remote := 0
 	for i, s := range srcs {
 		if s.path != "" {
@@ -159,91 +208,125 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 		}
 		remote++
 	}
-	if remote > 0 {
-		if err := c.budget.Acquire(ctx, remote); err != nil {
-			return ltx.Header{}, claim{}, err
-		}
-		defer c.budget.Release(remote)
+	if remote == 0 {
+		return func() {}, nil
 	}
-	ctx, wd, stop := replica.WithWatchdog(ctx, c.cfg.CallTimeout)
-	defer stop()
+	if err := c.budget.Acquire(ctx, remote); err != nil {
+		return nil, err
+	}
+	return func() { c.budget.Release(remote) }, nil
+}
 
-	// Open every input and read its header at once: a group's requests are
-	// already paid for in the budget, and one round trip per group instead of
-	// one per input is what makes a backlog of thousands finish quickly.
-	rcs := make([]io.Closer, len(srcs))
-	defer func() {
-		for _, rc := range rcs {
-			if rc != nil {
-				_ = rc.Close()
-			}
-		}
-	}()
-	bufs := make([]*bufio.Reader, len(srcs))
-	defer func() {
-		for _, br := range bufs {
-			if br != nil {
-				br.Reset(nil)
-				inputBufs.Put(br)
-			}
-		}
-	}()
-	decs := make([]*ltx.Decoder, len(srcs))
-	hdrs := make([]ltx.Header, len(srcs))
-	errs := make([]error, len(srcs))
+// group is the open inputs of one merge: input i's reader, its read buffer,
+// its decoder (header read) and the page it has buffered next.
+type group struct {
+	c     *Compactor
+	ctx   context.Context
+	srcs  []source
+	rcs   []io.Closer
+	bufs  []*bufio.Reader
+	decs  []*ltx.Decoder
+	hdrs  []ltx.Header
+	errs  []error
+	heads []head
+}
+
+// head is an input's next page in page order.
+type head struct {
+	hdr  ltx.PageHeader
+	data []byte
+	eof  bool
+}
+
+// openGroup opens every input and reads its header at once: a group's
+// requests are already paid for in the budget, and one round trip per group
+// instead of one per input is what makes a backlog of thousands finish
+// quickly. Failures are in firstErr; close releases what was opened.
+func (c *Compactor) openGroup(ctx context.Context, wd *replica.Watchdog, srcs []source) *group {
+	n := len(srcs)
+	g := &group{c: c, ctx: ctx, srcs: srcs, rcs: make([]io.Closer, n), bufs: make([]*bufio.Reader, n),
+		decs: make([]*ltx.Decoder, n), hdrs: make([]ltx.Header, n), errs: make([]error, n)}
 	var wg sync.WaitGroup
-	for i, s := range srcs {
+	for i := range srcs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var r io.Reader
-			if s.body != nil {
-				r = bytes.NewReader(s.body)
-			} else if s.path != "" {
-				f, err := os.Open(s.path)
-				if err != nil {
-					errs[i] = fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)
-					return
-				}
-				rcs[i], r = f, f
-			} else {
-				rc, err := c.store.Get(ctx, s.file.Key)
-				if err != nil {
-					errs[i] = fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, c.inputErr(ctx, s, replica.Stalled(ctx, err)))
-					return
-				}
-				wd.Touch()
-				rcs[i], r = rc, wd.Reader(rc)
-			}
-			bufs[i] = inputBufs.Get().(*bufio.Reader)
-			bufs[i].Reset(r)
-			decs[i] = ltx.NewDecoder(bufs[i])
-			if err := decs[i].DecodeHeader(); err != nil && ctx.Err() != nil {
-				errs[i] = fmt.Errorf("compaction input %s in %s cannot be read: %w", s.name, c.store, replica.Stalled(ctx, err))
-				return
-			} else if err != nil {
-				errs[i] = fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, c.inputErr(ctx, s, err))
-				return
-			}
-			hdrs[i] = decs[i].Header()
+			g.errs[i] = g.open(i, wd)
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
+	return g
+}
+
+// open opens input i and decodes its header.
+func (g *group) open(i int, wd *replica.Watchdog) error {
+	c, ctx, s := g.c, g.ctx, g.srcs[i]
+	var r io.Reader
+	if s.body != nil {
+		r = bytes.NewReader(s.body)
+	} else if s.path != "" {
+		f, err := os.Open(s.path)
 		if err != nil {
-			return ltx.Header{}, claim{}, err // the first is enough: the others are usually the same cause
+			return fmt.Errorf("compact: reopen intermediate %s: %w", s.name, err)
+		}
+		g.rcs[i], r = f, f
+	} else {
+		rc, err := c.store.Get(ctx, s.file.Key)
+		if err != nil {
+			return fmt.Errorf("compaction input %s in %s: %w", s.name, c.store, c.inputErr(ctx, s, replica.Stalled(ctx, err)))
+		}
+		wd.Touch()
+		g.rcs[i], r = rc, wd.Reader(rc)
+	}
+	g.bufs[i] = inputBufs.Get().(*bufio.Reader)
+	g.bufs[i].Reset(r)
+	g.decs[i] = ltx.NewDecoder(g.bufs[i])
+	if err := g.decs[i].DecodeHeader(); err != nil && ctx.Err() != nil {
+		return fmt.Errorf("compaction input %s in %s cannot be read: %w", s.name, c.store, replica.Stalled(ctx, err))
+	} else if err != nil {
+		return fmt.Errorf("compaction input %s in %s has a corrupt header: %w", s.name, c.store, c.inputErr(ctx, s, err))
+	}
+	g.hdrs[i] = g.decs[i].Header()
+	return nil
+}
+
+func (g *group) firstErr() error {
+	for _, err := range g.errs {
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// close returns the read buffers to their pool and closes the readers.
+func (g *group) close() {
+	for _, br := range g.bufs {
+		if br != nil {
+			br.Reset(nil)
+			inputBufs.Put(br)
+		}
+	}
+	for _, rc := range g.rcs {
+		if rc != nil {
+			_ = rc.Close()
+		}
+	}
+}
+
+// outputHeader checks that the inputs' headers form one chain of one page
+// size and returns the merged file's header.
+func (c *Compactor) outputHeader(srcs []source, hdrs []ltx.Header) (ltx.Header, error) {
 	for i := 1; i < len(srcs); i++ {
 		if hdrs[i].PageSize != hdrs[0].PageSize {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", srcs[0].name, srcs[i].name, c.store)
+			return ltx.Header{}, fmt.Errorf("compaction inputs %s and %s in %s have different page sizes", srcs[0].name, srcs[i].name, c.store)
 		}
 		if hdrs[i].MinTXID > hdrs[i-1].MaxTXID+1 || hdrs[i].MaxTXID <= hdrs[i-1].MaxTXID {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", srcs[i-1].name, srcs[i].name, c.store)
+			return ltx.Header{}, fmt.Errorf("compaction inputs %s and %s in %s are not contiguous", srcs[i-1].name, srcs[i].name, c.store)
 		}
 	}
 	first, last := hdrs[0], hdrs[len(hdrs)-1]
-	out := ltx.Header{
+	return ltx.Header{
 		Version:   ltx.Version,
 		Flags:     ltx.HeaderFlagNoChecksum,
 		PageSize:  first.PageSize,
@@ -251,98 +334,100 @@ func (c *Compactor) mergeGroup(ctx context.Context, srcs []source, w io.Writer) 
 		MinTXID:   first.MinTXID,
 		MaxTXID:   last.MaxTXID,
 		Timestamp: last.Timestamp,
-	}
-	snapshot := out.IsSnapshot()
-	span := fmt.Sprintf("%s..%s", srcs[0].name, srcs[len(srcs)-1].name)
+	}, nil
+}
 
-	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := ltxenc.New(bw)
-	defer enc.Release()
-	if err := enc.EncodeHeader(out); err != nil {
-		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
-	}
-
-	// One buffered page per input; the smallest page number goes next and
-	// the newest input holding it wins.
-	type head struct {
-		hdr  ltx.PageHeader
-		data []byte
-		eof  bool
-	}
-	heads := make([]head, len(decs))
-	fill := func(i int) error {
-		if heads[i].data == nil {
-			heads[i].data = make([]byte, first.PageSize)
-		}
-		err := decs[i].DecodePage(&heads[i].hdr, heads[i].data)
-		if err == io.EOF {
-			heads[i].eof = true
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", srcs[i].name, c.store, c.inputErr(ctx, srcs[i], replica.Stalled(ctx, err)))
-		}
-		return nil
-	}
-	for i := range heads {
-		if err := fill(i); err != nil {
-			return ltx.Header{}, claim{}, err
+// mergePages writes every page up to out.Commit to enc, each from the newest
+// input holding it, with one buffered page per input: the smallest page
+// number goes next. For a snapshot it returns the database checksum of the
+// pages written.
+func (g *group) mergePages(enc *ltxenc.Encoder, out ltx.Header, span string) (ltx.Checksum, error) {
+	g.heads = make([]head, len(g.decs))
+	for i := range g.heads {
+		if err := g.fill(i); err != nil {
+			return 0, err
 		}
 	}
 	sum := ltx.ChecksumFlag
 	for {
-		if err := ctx.Err(); err != nil {
-			return ltx.Header{}, claim{}, replica.Stalled(ctx, err)
+		if err := g.ctx.Err(); err != nil {
+			return 0, replica.Stalled(g.ctx, err)
 		}
-		var pgno uint32
-		for i := range heads {
-			if !heads[i].eof && (pgno == 0 || heads[i].hdr.Pgno < pgno) {
-				pgno = heads[i].hdr.Pgno
-			}
-		}
+		pgno := g.lowest()
 		if pgno == 0 {
-			break
+			return sum | ltx.ChecksumFlag, nil
 		}
-		written := false
-		for i := len(heads) - 1; i >= 0; i-- {
-			if heads[i].eof || heads[i].hdr.Pgno != pgno {
-				continue
-			}
-			if !written && pgno <= out.Commit {
-				if err := enc.EncodePage(ltx.PageHeader{Pgno: pgno}, heads[i].data); err != nil {
-					return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: page %d: %w", span, c.store, pgno, err)
-				}
-				if snapshot {
-					sum ^= ltx.ChecksumFlag | ltx.Checksum(crc64iso.Page(pgno, heads[i].data))
-				}
-				written = true
-			}
-			if err := fill(i); err != nil {
-				return ltx.Header{}, claim{}, err
-			}
+		if err := g.mergePage(enc, out, span, pgno, &sum); err != nil {
+			return 0, err
 		}
 	}
-	for i, dec := range decs {
+}
+
+// mergePage writes page pgno from the newest input holding it, unless it
+// lies past out.Commit, adds it to a snapshot's checksum sum, and moves every
+// input holding it on to its next page.
+func (g *group) mergePage(enc *ltxenc.Encoder, out ltx.Header, span string, pgno uint32, sum *ltx.Checksum) error {
+	written := false
+	for i := len(g.heads) - 1; i >= 0; i-- {
+		h := &g.heads[i]
+		if h.eof || h.hdr.Pgno != pgno {
+			continue
+		}
+		if !written && pgno <= out.Commit {
+			if err := enc.EncodePage(ltx.PageHeader{Pgno: pgno}, h.data); err != nil {
+				return fmt.Errorf("compact %s in %s: page %d: %w", span, g.c.store, pgno, err)
+			}
+			if out.IsSnapshot() {
+				*sum ^= ltx.ChecksumFlag | ltx.Checksum(crc64iso.Page(pgno, h.data))
+			}
+			written = true
+		}
+		if err := g.fill(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lowest is the smallest page number buffered, 0 once every input is read.
+func (g *group) lowest() uint32 {
+	var pgno uint32
+	for i := range g.heads {
+		if !g.heads[i].eof && (pgno == 0 || g.heads[i].hdr.Pgno < pgno) {
+			pgno = g.heads[i].hdr.Pgno
+		}
+	}
+	return pgno
+}
+
+// fill buffers input i's next page.
+func (g *group) fill(i int) error {
+	h := &g.heads[i]
+	if h.data == nil {
+		h.data = make([]byte, g.hdrs[0].PageSize)
+	}
+	err := g.decs[i].DecodePage(&h.hdr, h.data)
+	if err == io.EOF {
+		h.eof = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("compaction input %s in %s is corrupt or unreadable: %w", g.srcs[i].name, g.c.store, g.c.inputErr(g.ctx, g.srcs[i], replica.Stalled(g.ctx, err)))
+	}
+	return nil
+}
+
+// finish verifies every input's trailer and returns the newest input's claim.
+func (g *group) finish() (claim, error) {
+	for i, dec := range g.decs {
 		if err := dec.Close(); err != nil {
-			return ltx.Header{}, claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", srcs[i].name, c.store, c.inputErr(ctx, srcs[i], replica.Stalled(ctx, err)))
+			return claim{}, fmt.Errorf("compaction input %s in %s is corrupt: %w", g.srcs[i].name, g.c.store, g.c.inputErr(g.ctx, g.srcs[i], replica.Stalled(g.ctx, err)))
 		}
 	}
-	newest := claim{known: !last.NoChecksum(), sum: decs[len(decs)-1].Trailer().PostApplyChecksum}
-	if lastSrc := srcs[len(srcs)-1]; lastSrc.claim != nil {
+	n := len(g.decs)
+	newest := claim{known: !g.hdrs[n-1].NoChecksum(), sum: g.decs[n-1].Trailer().PostApplyChecksum}
+	if lastSrc := g.srcs[n-1]; lastSrc.claim != nil {
 		newest = *lastSrc.claim
 	}
-	if snapshot {
-		sum |= ltx.ChecksumFlag
-		if newest.known && newest.sum != sum {
-			return ltx.Header{}, claim{}, fmt.Errorf("snapshot of %s in %s: the merged database's checksum %s differs from %s recorded by %s; "+
-				"the replica's files are inconsistent, no snapshot written", span, c.store, sum, newest.sum, srcs[len(srcs)-1].name)
-		}
-	}
-	if err := enc.Close(); err != nil {
-		return ltx.Header{}, claim{}, fmt.Errorf("compact %s in %s: %w", span, c.store, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return ltx.Header{}, claim{}, fmt.Errorf("compact %s: write merge output: %w", span, err)
-	}
-	return out, newest, nil
+	return newest, nil
 }

@@ -28,6 +28,7 @@ const (
 	embRW    = "embedded-rw-token-0001"
 	embRO    = "embedded-ro-token-0002" // read-only, app only
 	embOther = "embedded-other-token-03"
+	embOtRO  = "embedded-other-ro-token-04" // read-only, another database
 )
 
 func embeddedServe(t *testing.T, env []string, data, replicaURL, host string, extra string) *process {
@@ -43,7 +44,10 @@ tokens:
     databases: [app]
   - token: %s
     databases: [other]
-%s`, data, replicaURL, host, embRW, embRO, embOther, extra))
+  - token: %s
+    access: ro
+    databases: [other]
+%s`, data, replicaURL, host, embRW, embRO, embOther, embOtRO, extra))
 	p := start(t, env, sluiceBin, "serve", "-config", cfg)
 	waitUntil(t, 60*time.Second, func() bool { return readyCode("http://"+host+"/ready") == 200 }, p)
 	return p
@@ -106,8 +110,14 @@ func (c replicaClient) run(t *testing.T, local, url, token string, args ...strin
 	cmd := exec.CommandContext(ctx, c.interp, append([]string{script, local, url, token}, args...)...)
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.Output() // a failure is the JSON line's error
+	// The client may log to stdout before it (libSQL's core on errors):
+	// the script's line is the last.
+	line := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(line, "\n{"); i >= 0 {
+		line = line[i+1:]
+	}
 	var r replicaRun
-	if jerr := json.Unmarshal(out, &r); jerr != nil {
+	if jerr := json.Unmarshal([]byte(line), &r); jerr != nil {
 		stderr := ""
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = lastLines(string(ee.Stderr), 10)
@@ -221,6 +231,9 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 			t.Fatalf("a sync over 20 commits took %d requests and %d frames; want 2 and the few changed pages", requests, frames)
 		}
 	}
+	// The application restarts: it re-opens its local file and the sync
+	// brings the 20 commits as their pages, with no new bootstrap.
+	before := syncCost(t, host)
 	r = runReplica(t, local, url, embRO, "sync")
 	if r.Error != "" {
 		t.Fatalf("incremental sync: %s", r.Error)
@@ -229,6 +242,13 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	sameRows(t, "after 20 commits and sync", r.Rows, server)
 	if r.Integrity != "ok" {
 		t.Fatalf("local file after sync: integrity_check says %q", r.Integrity)
+	}
+	after := syncCost(t, host)
+	dbBytes := embDatabaseBytes(t, host)
+	t.Logf("restart + sync over 20 commits: %d bytes of pages sent (%d diff answers), database %d bytes", after.bytes-before.bytes, after.diffs-before.diffs, dbBytes)
+	if after.exports != before.exports || after.databases != before.databases || after.diffs <= before.diffs ||
+		after.bytes-before.bytes > 4*(4096+24) || after.bytes-before.bytes >= dbBytes/4 {
+		t.Fatalf("the restarted application's sync cost %+v -> %+v; want no export, no whole database, a diff of a few pages (database: %d bytes)", before, after, dbBytes)
 	}
 
 	// Syncs while a writer commits flat out: each returns (a client that
@@ -295,6 +315,18 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	sameRows(t, "after a write through the replica", r.Rows, server)
 	t.Logf("replica and server agree on %d rows", len(server))
 
+	// Another application's writes (its own replica, writing through it)
+	// appear in this one's after its next sync.
+	if w := c.run(t, filepath.Join(t.TempDir(), "second-app.db"), url, embRW, "write", "from-another-client"); w.Error != "" {
+		t.Fatalf("a second client's write: %s", w.Error)
+	}
+	r = runReplica(t, local, url, embRO, "sync")
+	server = embQuery(t, host, "SELECT id, v FROM t ORDER BY id")
+	if r.Error != "" || len(r.Rows) == 0 || r.Rows[len(r.Rows)-1][1] != "from-another-client" {
+		t.Fatalf("after another client's write and sync the replica ends with %v (%s); want that write", lastRow(r.Rows), r.Error)
+	}
+	sameRows(t, "after another client's write", r.Rows, server)
+
 	// Many writes through the replica, each followed by a sync: its local
 	// WAL fills (1000 frames) and its generation ends: it checkpoints and
 	// carries on in the next one.
@@ -321,11 +353,16 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	// Python shows the 403; @libsql/client falls back to the gRPC
 	// replication service on any /info error and reports only
 	// "Replication(PrimaryHandshakeTimeout)".
-	if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, embOther, "sync"); r.Error == "" ||
-		(c.name == "python-libsql" && !strings.Contains(r.Error, "403")) {
-		t.Fatalf("a replica with another database's token: %+v, want it refused (403)", r)
-	} else {
-		t.Logf("another database's token: %s", r.Error)
+	for _, tok := range []string{embOther, embOtRO} {
+		if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, tok, "sync"); r.Error == "" ||
+			(c.name == "python-libsql" && !strings.Contains(r.Error, "403")) {
+			t.Fatalf("a replica with another database's token: %+v, want it refused (403)", r)
+		} else {
+			t.Logf("another database's token: %s", r.Error)
+		}
+	}
+	if code, _, _ := syncAnswer(t, host, fmt.Sprintf("/db/app/sync/%d/1/2", bootGen), embOtRO); code != 403 {
+		t.Fatalf("/sync with another database's read-only token: %d, want 403", code)
 	}
 	if r := runReplica(t, local, url, embRO, "write", "refused"); r.Error == "" {
 		t.Fatal("a read-only token wrote through the replica")
@@ -476,7 +513,9 @@ func embInsert(host, v string) bool {
 }
 
 // An embedded replica may sync from any instance: a `-follow` instance
-// forwards the sync requests and the writes to the writer.
+// answers /info, /export and /sync from the copy it follows (the writer
+// sees none of them) and forwards the writes to the writer; a client that
+// wrote through it reads its write back after sync.
 func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
 	for _, c := range replicaClients() {
 		t.Run(c.name, func(t *testing.T) {
@@ -492,10 +531,12 @@ func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
 				t.Fatalf("create app: %v %v", resp, err)
 			}
 			embQuery(t, writer, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
-			for i := range 10 {
-				embQuery(t, writer, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("w-%d", i))
+			acked := 0
+			for i := range 100 {
+				embQuery(t, writer, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("w-%d-%s", i, strings.Repeat("x", 300)))
+				acked++
 			}
-			embeddedServe(t, m.Env(), t.TempDir(), m.URL(bucket, ""), follower, "lease: {follow: true, poll-interval: 50ms}\n")
+			fp := embeddedServe(t, m.Env(), t.TempDir(), m.URL(bucket, ""), follower, "lease: {follow: true, poll-interval: 50ms}\n")
 
 			url := "http://" + follower + "/db/app/"
 			local := filepath.Join(t.TempDir(), "local.db")
@@ -504,16 +545,101 @@ func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
 				t.Fatalf("bootstrap through the follower: %s", r.Error)
 			}
 			sameRows(t, "bootstrap through the follower", r.Rows, embQuery(t, writer, "SELECT id, v FROM t ORDER BY id"))
-			embQuery(t, writer, "INSERT INTO t(v) VALUES ('later')")
-			r = c.run(t, local, url, embRW, "write", "through-the-follower")
+
+			// Commits on the writer reach the replica through the
+			// follower's copy, as the pages they changed.
+			for i := range 20 {
+				embQuery(t, writer, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("later-%d", i))
+				acked++
+			}
+			head := headTXID(t, writer)
+			waitUntil(t, 30*time.Second, func() bool { return followerTXID(t, follower) >= head }, fp)
+			before := syncCost(t, follower)
+			r = c.run(t, local, url, embRO, "sync")
+			after := syncCost(t, follower)
 			if r.Error != "" {
-				t.Fatalf("write through the follower: %s", r.Error)
+				t.Fatalf("sync through the follower: %s", r.Error)
+			}
+			sameRows(t, "after 20 commits, synced through the follower", r.Rows, embQuery(t, writer, "SELECT id, v FROM t ORDER BY id"))
+			dbBytes := embDatabaseBytes(t, writer)
+			t.Logf("sync over 20 commits from the follower: %d bytes in %d diff answers; database %d bytes", after.bytes-before.bytes, after.diffs-before.diffs, dbBytes)
+			if after.exports != before.exports || after.databases != before.databases || after.diffs == before.diffs || after.bytes-before.bytes > dbBytes/3 {
+				t.Fatalf("the follower's answers %+v -> %+v; want diffs of the few changed pages, no export, no whole database (%d bytes)", before, after, dbBytes)
+			}
+
+			// Read-your-writes through the follower: the write is
+			// forwarded to the writer, and the sync right after it waits
+			// for the follower to apply it.
+			for i := range 5 {
+				v := fmt.Sprintf("through-the-follower-%d", i)
+				r = c.run(t, local, url, embRW, "write", v)
+				if r.Error != "" {
+					t.Fatalf("write through the follower: %s", r.Error)
+				}
+				acked++
+				if got := lastRow(r.Rows); got == nil || got.([]any)[1] != v {
+					t.Fatalf("after writing %q through the follower and syncing, the replica's last row is %v", v, got)
+				}
 			}
 			server := embQuery(t, writer, "SELECT id, v FROM t ORDER BY id")
-			sameRows(t, "after a write through the follower", r.Rows, server)
-			t.Logf("replica synced through the follower: %d rows, as on the writer", len(server))
+			sameRows(t, "after writes through the follower", r.Rows, server)
+			if len(server) != acked {
+				t.Fatalf("%d writes acknowledged, the writer has %d rows", acked, len(server))
+			}
+
+			// Tokens hold at the follower: another database's token is
+			// refused, before any copy starts.
+			for _, path := range []string{"/db/app/info", "/db/app/export/1", "/db/app/sync/1/1/2"} {
+				if code, _, _ := syncAnswer(t, follower, path, embOtRO); code != 403 {
+					t.Fatalf("%s at the follower with another database's read-only token: %d, want 403", path, code)
+				}
+			}
+			if r := c.run(t, filepath.Join(t.TempDir(), "other.db"), url, embOtRO, "sync"); r.Error == "" {
+				t.Fatalf("a replica with another database's read-only token synced from the follower: %+v", r)
+			}
+			if w := syncRequestsSeen(t, writer); w != 0 {
+				t.Fatalf("the writer answered %d sync requests; the follower should have answered them all", w)
+			}
+			t.Logf("%d writes acknowledged; the replica synced through the follower has all %d rows; the writer answered no sync request", acked, len(r.Rows))
 		})
 	}
+}
+
+// followerTXID is the TXID the -follow instance's copy of app applied.
+func followerTXID(t *testing.T, host string) uint64 {
+	return uint64(metricValue(t, host, `sluice_follower_txid{db="app"}`))
+}
+
+// syncRequestsSeen counts the sync endpoints' requests an instance answered.
+func syncRequestsSeen(t *testing.T, host string) int {
+	n := 0
+	for _, route := range []string{"GET /db/{name}/info", "GET /db/{name}/export/{generation}", "GET /db/{name}/sync/{generation}/{start}/{end}"} {
+		n += int(metricValue(t, host, `sluice_http_requests_total{route="`+route+`"`))
+	}
+	return n
+}
+
+// metricValue sums the series of host's /metrics that start with prefix.
+func metricValue(t *testing.T, host, prefix string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+host+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 type replicaMetadata struct {
@@ -549,4 +675,34 @@ func headTXID(t *testing.T, host string) uint64 {
 		t.Fatalf("GET /v1/databases/app: %v", err)
 	}
 	return d.TXID
+}
+
+func lastRow(rows [][]any) any {
+	if len(rows) == 0 {
+		return nil
+	}
+	return rows[len(rows)-1]
+}
+
+// syncCosts is what the server counted of its sync answers for app.
+type syncCosts struct {
+	exports, diffs, databases, ends, bytes int
+}
+
+// syncCost reads the server's sync counters for database app.
+func syncCost(t *testing.T, host string) syncCosts {
+	t.Helper()
+	answer := func(a string) int {
+		return int(metricValue(t, host, `sluice_embedded_sync_answers_total{db="app",answer="`+a+`"}`))
+	}
+	return syncCosts{exports: answer("export"), diffs: answer("diff"), databases: answer("database"), ends: answer("end"),
+		bytes: int(metricValue(t, host, `sluice_embedded_sync_bytes_total{db="app"}`))}
+}
+
+// embDatabaseBytes is the size of database app on the server.
+func embDatabaseBytes(t *testing.T, host string) int {
+	t.Helper()
+	rows := embQuery(t, host, "SELECT page_count * page_size FROM pragma_page_count, pragma_page_size")
+	n, _ := rows[0][0].(float64)
+	return int(n)
 }

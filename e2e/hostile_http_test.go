@@ -31,3 +31,17 @@ func TestHostileNeighboursHTTP(t *testing.T) {
 func TestHostileDatabasesPerToken(t *testing.T) {
 	runHostile(t, []string{"-max-databases-per-token", "20"}, hostile.DatabasesPerToken(20, 40))
 }
+
+// TestHostileHranaAnswers: sockets that post a Hrana pipeline (8) or cursor
+// (4) asking for 200,000 rows and never read, each beside the canary. The
+// statement past limits.max-response-bytes is stopped as its rows are
+// stepped and refused inside the answer (the pipeline's result, the
+// cursor's step_error), so a client that never reads pins a few KiB, not
+// the rows it asked for; a reading client then gets the refusal naming the
+// limit. Budgets as TestHostileNeighboursHTTP's.
+func TestHostileHranaAnswers(t *testing.T) {
+	runHostile(t, nil,
+		hostile.NonReadingHrana(8, 200_000, 5*time.Second, "/v3/pipeline"),
+		hostile.NonReadingHrana(4, 200_000, 5*time.Second, "/v3/cursor"),
+	)
+}

@@ -34,89 +34,140 @@ func (db *DB) capture() error {
 	}
 	defer walFile.Close()
 
-	hdr, err := wal.ReadHeader(walFile)
+	wc := &walCapture{file: walFile}
+	if done, err := db.locate(wc); done {
+		return err
+	}
+	if done, err := db.readCommitted(wc); done {
+		return err
+	}
+	if wc.commit == 0 { // nothing committed past the cursor
+		return db.nothingCommitted(wc)
+	}
+	db.brokenAt = nil
+
+	ship := db.pagesToShip(wc.offsets, wc.commit)
+	if len(ship) == 0 && wc.commit == db.commit {
+		// Only pages past the commit size changed: nothing to ship.
+		db.advance(wc.end, wc.newGen, wc.offsets)
+		return nil
+	}
+	if len(ship) == 0 { // a pure shrink still needs one page in the file
+		ship = append(ship, 1)
+	}
+	return db.encodeCapture(wc, ship, began)
+}
+
+// walCapture is what one capture learns of the log, step by step: where
+// reading starts (locate), then what the committed frames past it hold
+// (readCommitted).
+type walCapture struct {
+	file   *os.File
+	hdr    wal.Header
+	newGen bool         // new salts since the cursor: the log restarted, read it from its first frame
+	start  int64        // offset of the first frame to read
+	sum    wal.Checksum // the checksum chain at start
+
+	offsets map[uint32]int64 // each page's newest committed frame past start
+	commit  uint32           // the database's size in pages after the last commit read; 0 if none
+	end     cursor           // the cursor just past the last commit read
+	stuck   bool             // reading stopped on a broken checksum at start itself
+}
+
+// locate reads the log's header and finds where this capture starts: at the
+// cursor, or at the first frame of a new generation. done means capture
+// ends here, with err (nil when there is nothing to read).
+func (db *DB) locate(wc *walCapture) (done bool, err error) {
+	hdr, err := wal.ReadHeader(wc.file)
 	if errors.Is(err, io.EOF) || errors.Is(err, wal.ErrInvalidHeader) {
 		// Truncated (or never written): by the read-transaction argument the
 		// old log was fully captured.
 		db.wcur, db.walIndex = cursor{}, map[uint32]int64{}
-		return nil
+		return true, nil
 	} else if err != nil {
-		return fmt.Errorf("read WAL header of %s: %w", db.walPath, err)
+		return true, fmt.Errorf("read WAL header of %s: %w", db.walPath, err)
 	}
 	if hdr.PageSize != db.pageSize {
-		return db.resync(fmt.Sprintf("WAL page size %d differs from %d", hdr.PageSize, db.pageSize))
+		return true, db.resync(fmt.Sprintf("WAL page size %d differs from %d", hdr.PageSize, db.pageSize))
 	}
-
-	start, sum := db.wcur.off, db.wcur.sum
-	newGen := !db.wcur.ok || !hdr.SameSalts(db.wcur.hdr)
-	if newGen {
-		start, sum = wal.HeaderSize, hdr.Checksum
+	wc.hdr = hdr
+	wc.start, wc.sum = db.wcur.off, db.wcur.sum
+	wc.newGen = !db.wcur.ok || !hdr.SameSalts(db.wcur.hdr)
+	if wc.newGen {
+		wc.start, wc.sum = wal.HeaderSize, hdr.Checksum
 		db.log.Debug("new WAL generation", "salt1", hdr.Salt1, "checkpoint_seq", hdr.CheckpointSeq)
-	} else if st, err := walFile.Stat(); err != nil {
-		return fmt.Errorf("stat WAL %s: %w", db.walPath, err)
-	} else if st.Size() < start {
-		return db.resync(fmt.Sprintf("WAL is %d bytes, shorter than the captured offset %d with the same salts", st.Size(), start))
+	} else if st, err := wc.file.Stat(); err != nil {
+		return true, fmt.Errorf("stat WAL %s: %w", db.walPath, err)
+	} else if st.Size() < wc.start {
+		return true, db.resync(fmt.Sprintf("WAL is %d bytes, shorter than the captured offset %d with the same salts", st.Size(), wc.start))
 	}
+	return false, nil
+}
 
-	committed, err := db.committedFrames(walFile)
+// readCommitted reads the committed frames past wc.start. Only each page's
+// newest committed frame offset is kept, never page bytes: memory does not
+// depend on how much the log holds. done means capture ends here, with err.
+func (db *DB) readCommitted(wc *walCapture) (done bool, err error) {
+	committed, err := db.committedFrames(wc.file)
 	if errors.Is(err, wal.ErrIndexBusy) {
-		return nil // SQLite is publishing a commit right now: take it next time
+		return true, nil // SQLite is publishing a commit right now: take it next time
 	} else if err != nil {
-		return err
+		return true, err
 	}
-	r, err := wal.NewReader(committed, hdr, start, sum)
+	r, err := wal.NewReader(committed, wc.hdr, wc.start, wc.sum)
 	if err != nil {
-		return db.resync(err.Error())
+		return true, db.resync(err.Error())
 	}
 	defer r.Release()
-	// Only each page's newest committed frame offset is kept, never page
-	// bytes: memory does not depend on how much the log holds.
-	offsets := map[uint32]int64{}
-	txOffsets := map[uint32]int64{}
-	var commit uint32
+	wc.offsets = map[uint32]int64{}
+	txOffsets := map[uint32]int64{} // the frames of the transaction being read
 	for {
 		f, err := r.Next()
 		if err == io.EOF {
 			break
 		} else if err != nil {
 			db.resyncWhy = "WAL read error"
-			return fmt.Errorf("read WAL %s: %w", db.walPath, err)
+			return true, fmt.Errorf("read WAL %s: %w", db.walPath, err)
 		}
 		db.stats.frames.Add(1)
 		txOffsets[f.Pgno] = f.Offset
 		if f.Commit != 0 {
 			for p, off := range txOffsets {
-				offsets[p] = off
+				wc.offsets[p] = off
 			}
 			clear(txOffsets)
-			commit = f.Commit
+			wc.commit = f.Commit
 		}
 	}
-	end := cursor{ok: true, hdr: hdr, off: r.CommitOffset(), sum: r.CommitChecksum()}
+	wc.end = cursor{ok: true, hdr: wc.hdr, off: r.CommitOffset(), sum: r.CommitChecksum()}
+	wc.stuck = r.Stopped() == wal.StopChecksum && r.Offset() == wc.start
+	return false, nil
+}
 
-	if commit == 0 { // nothing committed past the cursor
-		if !newGen && r.Stopped() == wal.StopChecksum && r.Offset() == start {
-			// Usually a frame being written right now; if it is still broken
-			// on the next capture, SQLite's log and ours disagree.
-			if db.brokenAt != nil && *db.brokenAt == db.wcur {
-				return db.resync("WAL checksum chain broken at the captured offset")
-			}
-			at := db.wcur
-			db.brokenAt = &at
-			return nil
+// nothingCommitted ends a capture that found no commit past the cursor.
+func (db *DB) nothingCommitted(wc *walCapture) error {
+	if !wc.newGen && wc.stuck {
+		// Usually a frame being written right now; if it is still broken
+		// on the next capture, SQLite's log and ours disagree.
+		if db.brokenAt != nil && *db.brokenAt == db.wcur {
+			return db.resync("WAL checksum chain broken at the captured offset")
 		}
-		db.brokenAt = nil
-		if newGen {
-			db.wcur, db.walIndex = end, map[uint32]int64{}
-		}
+		at := db.wcur
+		db.brokenAt = &at
 		return nil
 	}
 	db.brokenAt = nil
+	if wc.newGen {
+		db.wcur, db.walIndex = wc.end, map[uint32]int64{}
+	}
+	return nil
+}
 
-	// The pages to ship: every page this capture saw a frame of, plus the
-	// pages the database grew by without a frame of their own (the lock page
-	// aside, SQLite normally writes them all), which come from older frames
-	// of this log or from the DB file.
+// pagesToShip lists, in order, every page this capture saw a frame of, plus
+// the pages the database grew by without a frame of their own (the lock
+// page aside, SQLite normally writes them all), which come from older frames
+// of this log or from the DB file.
+func (db *DB) pagesToShip(offsets map[uint32]int64, commit uint32) []uint32 {
 	lock := ltx.LockPgno(db.pageSize)
 	ship := make([]uint32, 0, len(offsets))
 	for p := range offsets {
@@ -129,27 +180,22 @@ func (db *DB) capture() error {
 			ship = append(ship, p)
 		}
 	}
-	if len(ship) == 0 && commit == db.commit {
-		// Only pages past the commit size changed: nothing to ship.
-		db.advance(end, newGen, offsets)
-		return nil
-	}
-	if len(ship) == 0 { // a pure shrink still needs one page in the file
-		ship = append(ship, 1)
-	}
 	slices.Sort(ship)
+	return ship
+}
 
+// encodeCapture encodes the pages to ship as the next pending file and makes
+// the capture the captured state.
+func (db *DB) encodeCapture(wc *walCapture, ship []uint32, began time.Time) error {
 	// One view reads every page: this capture's frames, then the frames
 	// captured before in the same generation, then the DB file. readPage
 	// checks each frame's salts after reading it, so a log restarted under a
 	// read-mark-0 reader is noticed and the page (by then in the DB file, see
 	// the DB doc comment) read from there.
-	v := &view{dbFile: db.dbFile, walFile: walFile, pageSize: db.pageSize, index: offsets, cur: end}
-	if !newGen {
+	v := &view{dbFile: db.dbFile, walFile: wc.file, pageSize: db.pageSize, index: wc.offsets, cur: wc.end}
+	if !wc.newGen {
 		v.older = db.walIndex
 	}
-
-	x := db.xor
 	newSums := make([]ltx.Checksum, len(ship))
 	src := func(yield func(uint32, []byte) error) error {
 		buf := make([]byte, db.pageSize)
@@ -166,7 +212,7 @@ func (db *DB) capture() error {
 	}
 	txid := db.txid + 1
 	data := newSpool(filepath.Dir(db.path), db.path)
-	n, err := encodeLTX(data, db.pageSize, commit, txid, captured(start, end), src)
+	n, err := encodeLTX(data, db.pageSize, wc.commit, txid, captured(wc.start, wc.end), src)
 	if err == nil {
 		err = data.finish()
 	}
@@ -174,6 +220,19 @@ func (db *DB) capture() error {
 		data.close()
 		return fmt.Errorf("database %s: %w", db.path, err)
 	}
+	post := db.applyChecksums(ship, newSums, wc.commit)
+	db.txid = txid
+	db.advance(wc.end, wc.newGen, wc.offsets)
+	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n, captured: began})
+	db.stats.captures.Add(1)
+	return nil
+}
+
+// applyChecksums makes the shipped pages' checksums and the new size the
+// captured state and returns the database checksum after them: the running
+// XOR loses the replaced and cut-off pages and gains the shipped ones.
+func (db *DB) applyChecksums(ship []uint32, newSums []ltx.Checksum, commit uint32) ltx.Checksum {
+	x := db.xor
 	for i, p := range ship {
 		if p <= db.commit {
 			x ^= db.checksums[p-1]
@@ -183,8 +242,6 @@ func (db *DB) capture() error {
 	for p := commit + 1; p <= db.commit; p++ {
 		x ^= db.checksums[p-1]
 	}
-	post := ltx.ChecksumFlag | x
-
 	if commit < db.commit {
 		db.checksums = db.checksums[:commit]
 	}
@@ -194,11 +251,8 @@ func (db *DB) capture() error {
 	for i, p := range ship {
 		db.checksums[p-1] = newSums[i]
 	}
-	db.commit, db.xor, db.txid = commit, x, txid
-	db.advance(end, newGen, offsets)
-	db.setPending(&pendingFile{txid: txid, data: data, post: ltx.Pos{TXID: txid, PostApplyChecksum: post}, pages: n, captured: began})
-	db.stats.captures.Add(1)
-	return nil
+	db.commit, db.xor = commit, x
+	return ltx.ChecksumFlag | x
 }
 
 // advance moves the WAL cursor past newly captured frames.

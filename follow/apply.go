@@ -158,6 +158,9 @@ func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) er
 		return err
 	}
 	f.applied.Add(1)
+	if f.opts.OnApplied != nil {
+		f.opts.OnApplied(replica.LTXFile{Level: 0, MinTXID: next, MaxTXID: next, Size: int64(len(data)), Key: key}, data)
+	}
 	// No rolling checksum: sluice's and Litestream's files carry none (see engine/state.go).
 	f.setPos(ltx.Pos{TXID: next}, time.UnixMilli(hdr.Timestamp))
 	f.log.Debug("applied", "txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start))

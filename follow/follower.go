@@ -48,6 +48,11 @@ type Options struct {
 	// follower restores); OnRecovered, that the follower moved on since.
 	OnDamage    func(*replica.DamageError)
 	OnRecovered func()
+	// OnApplied hears every level-0 file applied (its body included),
+	// before the new position is visible to Pos and WaitFor: whoever
+	// serves from both (embedded replicas' syncs) never sees a position
+	// whose file it has not heard of.
+	OnApplied func(f replica.LTXFile, body []byte)
 }
 
 func (o Options) withDefaults() Options {

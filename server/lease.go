@@ -63,6 +63,9 @@ func (s *Server) newForwarder() *forward.Forwarder {
 		Store:      s.store,
 		Timeout:    time.Duration(s.cfg.Lease.ForwardTimeout),
 		WriteError: writeError,
+		// A sync from this instance's follower waits for writes
+		// forwarded through here (embedded.go).
+		Acknowledged: s.replicas.Acknowledged,
 	})
 }
 

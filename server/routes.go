@@ -57,11 +57,13 @@ func (s *Server) routes() http.Handler {
 	// The lease holder's stream of shipped TXIDs, for other instances
 	// (pushes.go): served here, never forwarded.
 	handle("GET /v1/databases/{name}/shipped", s.servePush)
-	// libSQL's embedded-replica sync (package libsqlsync): reads, so a
-	// follower-only instance forwards them to the writer.
-	handle("GET /db/{name}/info", s.perDatabase(s.sync.Info, nil))
-	handle("GET /db/{name}/export/{generation}", s.perDatabase(s.sync.Export, nil))
-	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.perDatabase(s.sync.Sync, nil))
+	// libSQL's embedded-replica sync (package libsqlsync): reads, so an
+	// instance that does not write the database answers them from its
+	// follower (embedded.go).
+	handle("GET /db/{name}/info", s.syncRoute(s.sync.Info))
+	handle("GET /db/{name}/export/{generation}", s.syncRoute(s.sync.Export))
+	handle("GET /db/{name}/sync/{generation}/{start}/{end}", s.syncRoute(s.sync.Sync))
+	handle("POST /db/{name}/sync/{generation}/{start}/{end}", s.sync.RefusePush)
 	// sqld's legacy API ({"statements": [...]}): the root serves the database
 	// Hrana's root routes serve, /db/NAME/ the named one.
 	handle("POST /{$}", s.perDatabase(s.serveHrana, hranaRead))

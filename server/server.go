@@ -161,6 +161,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		Logger:           logger,
 		Damage:           s.damage,
 		Subscribe:        s.subscribeFollower,
+		OnApplied:        s.syncHistory.Shipped, // embedded replicas sync from the follower too
 	})
 	s.host, err = dbhost.New(dbhost.Options{
 		DataDir:          cfg.DataDir,
@@ -207,6 +208,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		MaxStreams:            cfg.Hrana.MaxStreams,
 		MaxSessionsPerToken:   cfg.Hrana.MaxSessionsPerToken,
 		RequestTimeout:        time.Duration(cfg.Limits.RequestTimeout),
+		MaxResponseBytes:      int64(s.lim.MaxResponseBytes), // every statement of a request counts toward it
 
 		// Isolation between clients (isolation.go).
 		MaxPinnedDatabases:         maxPinnedDatabases(cfg.Limits, s.host.MaxOpen()),
@@ -227,7 +229,8 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.quotas = newDBQuotas(s.host, cfg.DataDir, s.lim)
 	s.wsConns = &wsCounts{max: s.lim.MaxWebSocketsPerToken, n: map[string]int{}}
 	s.sync = libsqlsync.New(libsqlsync.Options{Host: s.host, Store: counted, History: s.syncHistory,
-		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError})
+		Dir: filepath.Join(cfg.DataDir, "embedded-sync"), WriteError: writeError, Follower: s.syncFollower,
+		Observe: s.syncObserver()})
 	s.handler = s.guardHTTP(s.routes())
 	return s, nil
 }

@@ -61,37 +61,11 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	def := server.Defaults()
 	configPath := fs.String("config", "", "YAML config file (tokens, limits, group and Hrana tuning; $VARS are expanded)")
 	noExpandEnv := fs.Bool("no-expand-env", false, "do not expand $VAR and ${VAR} in the config")
-	data := fs.String("data", def.DataDir, "directory holding the databases")
-	replicaURL := fs.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR) (default file://<data>/replica, which does not survive losing the disk)")
-	listen := fs.String("addr", def.Listen, "HTTP listen address (default: :$PORT when $PORT is set)")
-	fs.StringVar(listen, "listen", def.Listen, "same as -addr")
-	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes")
-	tlsKey := fs.String("tls-key", "", "PEM private key file of -tls-cert")
-	durability := fs.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit")
-	allowRemote := fs.Bool("allow-unauthenticated-remote", false, "serve a non-loopback listen address without any token (default: a generated one)")
+	flags := bindServeFlags(fs, def)
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "bearer token TOKEN[:ro|rw[:db1,db2]] (repeatable)")
-	leaseOn := fs.Bool("lease", true, "write a database only while holding its lease in the bucket (taken on first use, released when idle): overlapping instances hand over to the newer one and forward writes to the holder; -lease=false for a single instance that must never wait for one")
-	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "lease time-to-live (renewed every third of it)")
-	advertise := fs.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)")
-	followOnly := fs.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder")
-	followPoll := fs.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file")
-	pollOnly := fs.Bool("follow-poll-only", false, "followers and instances waiting for a lease only poll the bucket; by default they also subscribe to the lease holder's stream of shipped transactions and its release (for instances that cannot reach each other, where it only fails and retries)")
-	idemWindow := fs.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)")
-	budget := fs.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)")
-	stallThreshold := fs.Duration("stall-threshold", 0, "an upload or probe outstanding this long means the store stopped answering: /ready answers 503 and sync writes are refused (503, Retry-After, nothing committed) until it answers (0: four times the store's recent 99th-percentile latency, 2s to 60s)")
-	writeStall := fs.Duration("write-stall-timeout", 5*time.Second, "a sync write that committed waits this long for its upload on a stalled store, then is answered COMMITTED_NOT_DURABLE with its bookmark (it ships when the store answers)")
-	forwardTimeout := fs.Duration("forward-timeout", 10*time.Second, "with -lease or -follow: a request for a database another instance writes is answered within this long, end to end (waiting for a writer, and the writer's answer: 504 if it does not answer)")
-	maxOpen := fs.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)")
-	idleTimeout := fs.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)")
-	var maxBody units.Size
-	fs.Var(&maxBody, "max-body-size", "largest request body (e.g. 8MiB; default 8MiB)")
-	commitWindow := fs.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)")
-	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
-	setLimit := serveLimitFlags(fs)
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
 	verbose := fs.Bool("v", false, "debug logging")
-	applyIsolation := isolationFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("serve", "unexpected arguments: %q (serve takes only flags)", args)
@@ -107,59 +81,9 @@ func setupServe(fs *flag.FlagSet) runFunc {
 		if port := os.Getenv("PORT"); port != "" && !flagSet(fs, "addr") && !flagSet(fs, "listen") && cfg.Listen == def.Listen {
 			cfg.Listen = ":" + port
 		}
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "data":
-				cfg.DataDir = *data
-			case "replica":
-				cfg.Replica = *replicaURL
-			case "addr", "listen":
-				cfg.Listen = *listen
-			case "tls-cert":
-				cfg.TLSCert = *tlsCert
-			case "tls-key":
-				cfg.TLSKey = *tlsKey
-			case "max-body-size":
-				cfg.Limits.MaxBodyBytes = maxBody
-			case "durability":
-				cfg.Durability = *durability
-			case "allow-unauthenticated-remote":
-				cfg.AllowUnauthenticatedRemote = *allowRemote
-			case "lease":
-				cfg.Lease.Enabled = *leaseOn
-			case "lease-ttl":
-				cfg.Lease.TTL = server.Duration(*leaseTTL)
-			case "advertise":
-				cfg.Lease.Advertise = *advertise
-			case "follow":
-				cfg.Lease.Follow = *followOnly
-			case "max-open-databases":
-				cfg.Limits.MaxOpenDatabases = *maxOpen
-			case "database-idle-timeout":
-				cfg.Limits.DatabaseIdleTimeout = server.Duration(*idleTimeout)
-			case "follow-poll":
-				cfg.Lease.PollInterval = server.Duration(*followPoll)
-			case "follow-poll-only":
-				cfg.Lease.PollOnly = *pollOnly
-			case "idempotency-window":
-				cfg.IdempotencyWindow = server.Duration(*idemWindow)
-			case "replica-error-budget":
-				cfg.ReplicaErrorBudget = server.Duration(*budget)
-			case "stall-threshold":
-				cfg.StallThreshold = server.Duration(*stallThreshold)
-			case "write-stall-timeout":
-				cfg.WriteStallTimeout = server.Duration(*writeStall)
-			case "forward-timeout":
-				cfg.Lease.ForwardTimeout = server.Duration(*forwardTimeout)
-			case "commit-window":
-				cfg.Group.CommitWindow = server.Duration(*commitWindow)
-			case "max-concurrent-uploads":
-				cfg.Limits.MaxConcurrentUploads = *maxUploads
-			default:
-				setLimit(f.Name, &cfg)
-			}
-		})
-		applyIsolation(&cfg)
+		if err := flags.apply(&cfg); err != nil {
+			return err
+		}
 		if err := checkServeFlags(fs, cfg); err != nil {
 			return err
 		}
@@ -167,7 +91,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 			cfg.Replica = server.DefaultReplica(cfg.DataDir)
 		}
 		if cfg.ReplicaErrorBudget <= 0 {
-			cfg.ReplicaErrorBudget = server.Duration(*budget)
+			cfg.ReplicaErrorBudget = flags.vals.ReplicaErrorBudget // the flag's default
 		}
 		logger := newLogger(*verbose)
 		if err := checkReplicaURL(cfg.Replica, cfg.DataDir, logger); err != nil {
@@ -196,8 +120,42 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	}
 }
 
+// bindServeFlags binds the flags of serve that set a config field.
+func bindServeFlags(fs *flag.FlagSet, def server.Config) *configFlags {
+	flags := newConfigFlags(fs)
+	flags.String("data", def.DataDir, "directory holding the databases", func(c *server.Config) *string { return &c.DataDir }, nil)
+	flags.String("replica", def.Replica, "replica URL (s3://BUCKET/PATH, gs://, abs://, file:///DIR) (default file://<data>/replica, which does not survive losing the disk)", func(c *server.Config) *string { return &c.Replica }, nil)
+	listen := func(c *server.Config) *string { return &c.Listen }
+	flags.String("addr", def.Listen, "HTTP listen address (default: :$PORT when $PORT is set)", listen, nil)
+	flags.String("listen", def.Listen, "same as -addr", listen, nil)
+	flags.String("tls-cert", "", "PEM certificate (chain) file: serve HTTPS and WSS so libsql://, https:// and wss:// URLs work; reloaded when it changes", func(c *server.Config) *string { return &c.TLSCert }, nil)
+	flags.String("tls-key", "", "PEM private key file of -tls-cert", func(c *server.Config) *string { return &c.TLSKey }, nil)
+	flags.String("durability", def.Durability, "sync: answer writes after the upload; async: after the local commit", func(c *server.Config) *string { return &c.Durability }, syncOrAsync)
+	flags.Bool("allow-unauthenticated-remote", false, "serve a non-loopback listen address without any token (default: a generated one)", func(c *server.Config) *bool { return &c.AllowUnauthenticatedRemote })
+	flags.Bool("lease", true, "write a database only while holding its lease in the bucket (taken on first use, released when idle): overlapping instances hand over to the newer one and forward writes to the holder; -lease=false for a single instance that must never wait for one", func(c *server.Config) *bool { return &c.Lease.Enabled })
+	flags.Duration("lease-ttl", 10*time.Second, "lease time-to-live (renewed every third of it)", func(c *server.Config) *server.Duration { return &c.Lease.TTL }, positive)
+	flags.String("advertise", "", "URL other instances forward requests to (default http://<listen address>)", func(c *server.Config) *string { return &c.Lease.Advertise }, nil)
+	flags.Bool("follow", false, "read replica: never take a lease; serve reads from local followers of the bucket, forward writes to the lease holder", func(c *server.Config) *bool { return &c.Lease.Follow })
+	flags.Duration("follow-poll", 200*time.Millisecond, "how often a follower fetches the next transaction file", func(c *server.Config) *server.Duration { return &c.Lease.PollInterval }, positive)
+	flags.Bool("follow-poll-only", false, "followers and instances waiting for a lease only poll the bucket; by default they also subscribe to the lease holder's stream of shipped transactions and its release (for instances that cannot reach each other, where it only fails and retries)", func(c *server.Config) *bool { return &c.Lease.PollOnly })
+	flags.Duration("idempotency-window", 24*time.Hour, "how long a write's Idempotency-Key is remembered (a retry within it replays the first answer)", func(c *server.Config) *server.Duration { return &c.IdempotencyWindow }, positive)
+	flags.Duration("replica-error-budget", 60*time.Second, "/ready answers 503 after this long without an upload or probe accepted by the replica (idle: one HEAD request every quarter of it)", func(c *server.Config) *server.Duration { return &c.ReplicaErrorBudget }, positive)
+	flags.Duration("stall-threshold", 0, "an upload or probe outstanding this long means the store stopped answering: /ready answers 503 and sync writes are refused (503, Retry-After, nothing committed) until it answers (0: four times the store's recent 99th-percentile latency, 2s to 60s)", func(c *server.Config) *server.Duration { return &c.StallThreshold }, positiveOrZero("derived from the store's latency"))
+	flags.Duration("write-stall-timeout", 5*time.Second, "a sync write that committed waits this long for its upload on a stalled store, then is answered COMMITTED_NOT_DURABLE with its bookmark (it ships when the store answers)", func(c *server.Config) *server.Duration { return &c.WriteStallTimeout }, positive)
+	flags.Duration("forward-timeout", 10*time.Second, "with -lease or -follow: a request for a database another instance writes is answered within this long, end to end (waiting for a writer, and the writer's answer: 504 if it does not answer)", func(c *server.Config) *server.Duration { return &c.Lease.ForwardTimeout }, positive)
+	flags.Int("max-open-databases", 0, "databases open at once; the least recently used idle one is closed to open another (0: derived from the descriptor limit, at most 256)", func(c *server.Config) *int { return &c.Limits.MaxOpenDatabases }, countOrDefault)
+	flags.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)", func(c *server.Config) *server.Duration { return &c.Limits.DatabaseIdleTimeout }, nil)
+	flags.Size("max-body-size", "largest request body (e.g. 8MiB; default 8MiB)", func(c *server.Config) *units.Size { return &c.Limits.MaxBodyBytes })
+	flags.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)", func(c *server.Config) *server.Duration { return &c.Group.CommitWindow }, positiveOrZero("upload at once"))
+	flags.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)", func(c *server.Config) *int { return &c.Limits.MaxConcurrentUploads }, countOrDefault)
+	serveLimitFlags(flags)
+	isolationFlags(flags)
+	return flags
+}
+
 // checkServeFlags refuses, as usage errors, flag values that contradict each
-// other or that would otherwise be replaced by a default without a word.
+// other and listen or advertise addresses that cannot work. Each flag's own
+// range is checked where it is bound (configFlags).
 func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 	if flagSet(fs, "addr") && flagSet(fs, "listen") {
 		return usagef("serve", "-addr and -listen are the same flag: give one")
@@ -212,33 +170,8 @@ func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 			return usagef("serve", "-advertise %q: want the URL other instances reach this one at, e.g. http://10.0.0.5:8080", a)
 		}
 	}
-	if flagSet(fs, "durability") && cfg.Durability != "sync" && cfg.Durability != "async" {
-		return usagef("serve", "-durability %q: use sync or async", cfg.Durability)
-	}
 	if cfg.Lease.Follow && flagSet(fs, "lease") && cfg.Lease.Enabled {
 		return usagef("serve", "-follow and -lease exclude each other: a read replica never takes a lease")
-	}
-	for name, d := range map[string]server.Duration{"lease-ttl": cfg.Lease.TTL, "follow-poll": cfg.Lease.PollInterval,
-		"idempotency-window": cfg.IdempotencyWindow, "replica-error-budget": cfg.ReplicaErrorBudget} {
-		if flagSet(fs, name) && time.Duration(d) <= 0 {
-			return usagef("serve", "-%s %s: give a positive duration", name, time.Duration(d))
-		}
-	}
-	for name, d := range map[string]server.Duration{"write-stall-timeout": cfg.WriteStallTimeout, "forward-timeout": cfg.Lease.ForwardTimeout} {
-		if flagSet(fs, name) && time.Duration(d) <= 0 {
-			return usagef("serve", "-%s %s: give a positive duration", name, time.Duration(d))
-		}
-	}
-	if flagSet(fs, "stall-threshold") && cfg.StallThreshold < 0 {
-		return usagef("serve", "-stall-threshold %s: give 0 (derived from the store's latency) or a positive duration", time.Duration(cfg.StallThreshold))
-	}
-	if flagSet(fs, "commit-window") && cfg.Group.CommitWindow < 0 {
-		return usagef("serve", "-commit-window %s: give 0 (upload at once) or a positive duration", time.Duration(cfg.Group.CommitWindow))
-	}
-	for name, n := range map[string]int{"max-open-databases": cfg.Limits.MaxOpenDatabases, "max-concurrent-uploads": cfg.Limits.MaxConcurrentUploads} {
-		if flagSet(fs, name) && n < 0 {
-			return usagef("serve", "-%s %d: give a positive number, or 0 for the default", name, n)
-		}
 	}
 	return nil
 }

@@ -149,7 +149,7 @@ func LargeAnswerQuery(rows int) string {
 func NonReadingQuery(clients, rows int, hold time.Duration) Attack {
 	return Attack{Name: fmt.Sprintf("%d non-reading clients of a %d-row query", clients, rows), Run: func(ctx context.Context, s *Server, rec *Recorder) error {
 		body, _ := json.Marshal(map[string]string{"sql": LargeAnswerQuery(rows)})
-		return nonReading(ctx, s, rec, clients, hold, "/v1/databases/large/query", body)
+		return nonReading(ctx, s, rec, clients, hold, "/v1/databases/large/query", body, false)
 	}}
 }
 
@@ -163,15 +163,16 @@ func NonReadingHrana(clients, rows int, hold time.Duration, path string) Attack 
 			req = map[string]any{"baton": nil, "batch": map[string]any{"steps": []any{map[string]any{"stmt": stmt}}}}
 		}
 		body, _ := json.Marshal(req)
-		return nonReading(ctx, s, rec, clients, hold, "/db/large"+path, body)
+		return nonReading(ctx, s, rec, clients, hold, "/db/large"+path, body, true)
 	}}
 }
 
 // nonReading creates the database "large", has clients sockets post body to
 // path and never read, holds them for hold, then sends it once as a client
 // that reads: the answer must be whole or refused naming
-// limits.max-response-bytes.
-func nonReading(ctx context.Context, s *Server, rec *Recorder, clients int, hold time.Duration, path string, body []byte) error {
+// limits.max-response-bytes (hrana: inside the answer, as a statement's
+// error or a cursor's step_error).
+func nonReading(ctx context.Context, s *Server, rec *Recorder, clients int, hold time.Duration, path string, body []byte, hrana bool) error {
 	if code, answer, err := s.Request(ctx, http.MethodPut, "/v1/databases/large", AttackerToken, nil); err != nil || code >= 300 && code != http.StatusConflict {
 		return fmt.Errorf("create: %d %s %v", code, answer, err)
 	}
@@ -195,9 +196,13 @@ func nonReading(ctx context.Context, s *Server, rec *Recorder, clients int, hold
 	if err != nil {
 		return err
 	}
-	if code != http.StatusOK {
+	switch {
+	case code != http.StatusOK:
 		rec.Refused(code, answer, "limits.max-response-bytes")
-	} else {
+	case hrana && strings.Contains(answer, `"error"`):
+		// Hrana refuses the statement, inside the answer, as clients parse it.
+		rec.RefusedInAnswer(answer, "limits.max-response-bytes")
+	default:
 		rec.Notef("a reading client got the whole answer")
 	}
 	return nil

@@ -3,6 +3,7 @@ package hostile
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -42,6 +43,17 @@ func (r *Recorder) Refused(status int, body, limit string) {
 		}
 		r.examples = append(r.examples, fmt.Sprintf("status %d without %q: %s", status, limit, strings.TrimSpace(body)))
 	}
+}
+
+// RefusedInAnswer records a refusal carried inside a 200 answer, as Hrana
+// carries a statement's error in its pipeline's results and a cursor's in
+// a step_error entry: it is clear when answer holds an error naming limit.
+func (r *Recorder) RefusedInAnswer(answer, limit string) {
+	status := http.StatusOK
+	if strings.Contains(answer, `"error"`) {
+		status = http.StatusBadRequest // an error in the answer: judged as a refusal
+	}
+	r.Refused(status, answer, limit)
 }
 
 // Unclear records a request that should have been refused clearly but was

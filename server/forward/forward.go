@@ -52,6 +52,9 @@ type Config struct {
 	Timeout time.Duration
 	// WriteError answers a request with an error in its protocol's shape.
 	WriteError func(http.ResponseWriter, *http.Request, error)
+	// Acknowledged, if set, hears the bookmark (TXID) of every successful
+	// answer the writer gave a proxied request.
+	Acknowledged func(name string, txid uint64)
 }
 
 // Forwarder routes the requests of databases another instance writes.
@@ -129,7 +132,7 @@ func (f *Forwarder) toWriter(w http.ResponseWriter, r *http.Request, name string
 	elsewhere *dbhost.NotLeaderError, deadline time.Time, local http.HandlerFunc) {
 	for {
 		rec := elsewhere.Leader
-		if rec.URL != "" && rec.URL != f.self && !rec.Expired(time.Now()) && f.proxy(w, r, body, rec, deadline) {
+		if rec.URL != "" && rec.URL != f.self && !rec.Expired(time.Now()) && f.proxy(w, r, name, body, rec, deadline) {
 			return
 		}
 		if time.Now().After(deadline) {

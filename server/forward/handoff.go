@@ -110,7 +110,7 @@ func (f *Forwarder) toNextWriter(w http.ResponseWriter, r *http.Request, name st
 		rec, _, err := lease.Read(r.Context(), store)
 		now := time.Now()
 		if err == nil && rec.URL != "" && rec.URL != f.self && !rec.Expired(now) && !rec.Released() {
-			if f.proxy(w, r, body, rec, deadline) {
+			if f.proxy(w, r, name, body, rec, deadline) {
 				return
 			}
 		}

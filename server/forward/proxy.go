@@ -8,11 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/httperr"
 )
 
@@ -37,7 +39,7 @@ var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-
 // client no longer than that). It returns false (nothing written, retry)
 // only when the request never reached the writer, so it was certainly not
 // applied there.
-func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, to lease.Record, deadline time.Time) bool {
+func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, name string, body []byte, to lease.Record, deadline time.Time) bool {
 	if !time.Now().Before(deadline) {
 		return false
 	}
@@ -74,6 +76,10 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, body []byte, t
 		return true
 	}
 	defer resp.Body.Close()
+	if bm, err := strconv.ParseUint(resp.Header.Get(dbhost.BookmarkHeader), 10, 64); err == nil && bm > 0 &&
+		resp.StatusCode/100 == 2 && f.cfg.Acknowledged != nil {
+		f.cfg.Acknowledged(name, bm)
+	}
 	for k, vs := range resp.Header {
 		if !hopHeaders[k] {
 			w.Header()[k] = vs

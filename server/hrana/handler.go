@@ -62,6 +62,11 @@ type Config struct {
 	// request's work is rolled back and it is answered REQUEST_TIMEOUT.
 	// Default 10 s.
 	RequestTimeout time.Duration
+	// MaxResponseBytes bounds what one request's answer holds, all its
+	// statements together: the statement whose rows would pass it is
+	// stopped and fails SQLITE_TOOBIG naming limits.max-response-bytes.
+	// 0: no limit.
+	MaxResponseBytes int64
 
 	// MaxBodyBytes bounds one HTTP request body and one WebSocket message:
 	// the server passes its configured body limit, so one setting governs
@@ -119,6 +124,7 @@ func NewHandler(cfg Config) *Handler {
 		MaxSessionsPerToken:   cfg.MaxSessionsPerToken,
 		MaxPinnedDatabases:    cfg.MaxPinnedDatabases,
 		RequestTimeout:        cfg.RequestTimeout,
+		MaxResponseBytes:      int(cfg.MaxResponseBytes),
 	})
 	return &Handler{
 		long:    newLongLane(cfg.MaxConcurrentLongPipelines),

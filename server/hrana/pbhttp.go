@@ -6,6 +6,7 @@ import (
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
+	"github.com/sluicedb/sluice/server/hrana/stream"
 
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -50,9 +51,26 @@ func (h *Handler) serveCursorProtobuf(w http.ResponseWriter, r *http.Request, db
 		writeHTTPError(w, http.StatusBadRequest, &proto.Error{Code: dberr.CodeProtocolError, Message: "request body is not a Hrana protobuf CursorReqBody: " + err.Error()})
 		return
 	}
-	h.runCursor(w, r, db, body, func(w http.ResponseWriter, head proto.CursorResponse, entries []proto.CursorEntry) {
-		writeProtobuf(w, hranapb.EncodeCursorResponse(head, entries), 0)
-	})
+	h.runCursor(w, r, db, body, &cursorProtobuf{})
+}
+
+// cursorProtobuf writes a cursor answer as length-delimited messages.
+type cursorProtobuf struct{ scratch []byte }
+
+func (*cursorProtobuf) contentType() string { return protobufContentType }
+func (*cursorProtobuf) head(b []byte, head proto.CursorResponse) []byte {
+	return hranapb.AppendCursorHead(b, head)
+}
+func (c *cursorProtobuf) entry(b []byte, e proto.CursorEntry) []byte {
+	return hranapb.AppendCursorEntry(b, e, &c.scratch)
+}
+func (*cursorProtobuf) prepare(x *stream.Execution) { protobufBudget(x.Budget()) }
+
+// protobufBudget sizes rows for the answer budget in the protobuf encoding.
+func protobufBudget(b *proto.Budget) {
+	if b != nil {
+		b.Measure, b.RowOverhead = hranapb.ValueSize, hranapb.RowOverhead
+	}
 }
 
 func writeProtobuf(w http.ResponseWriter, body []byte, bm dbhost.Bookmark) {

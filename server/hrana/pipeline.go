@@ -42,7 +42,10 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // runPipeline runs a pipeline's requests on its stream; answer writes the
 // response in the request's encoding (errors before anything ran are JSON,
 // the only error body the clients parse). streamRows: answer is
-// writePipeline, which writes rows encoded as SQLite stepped them. On a
+// writePipeline, which writes rows encoded as SQLite stepped them; else
+// the answer is protobuf. Every statement's rows count toward one answer
+// budget (limits.max-response-bytes): the statement that would pass it is
+// stopped and answered SQLITE_TOOBIG, the others are answered as usual. On a
 // read replica that refused a write or a session it stops, answers nothing
 // and returns the *readreplica.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
@@ -87,6 +90,9 @@ func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.
 	x, cancel := h.streams.NewExecution(stream.WithClient(ctx, r.RemoteAddr), s)
 	defer cancel()
 	x.StreamRows = streamRows
+	if !streamRows { // the protobuf encoding: rows are sized in it
+		protobufBudget(x.Budget())
+	}
 	resp := proto.PipelineResponse{Results: make([]proto.StreamResult, 0, len(body.Requests))}
 	long := len(body.Requests) > longPipeline
 	for i := range body.Requests {

@@ -3,8 +3,8 @@ package jsonapi
 import (
 	"context"
 	"net/http"
-	"runtime"
 
+	"github.com/sluicedb/sluice/internal/largeturn"
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
 )
@@ -36,10 +36,11 @@ func (a *API) opener(r *http.Request) func(context.Context, string) (dbhost.Data
 // largeTurns: encoding rows is CPU work, and a few clients asking for
 // megabytes at once would otherwise take every core from the short
 // requests of everyone else. The turn is kept until the answer is built.
-const largeAnswer = 1 << 20
+const largeAnswer = largeturn.Size
 
-// largeTurns lets half the CPUs (at least one) build large answers at once.
-var largeTurns = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+// largeTurns lets half the CPUs (at least one) build large answers at once,
+// shared with Hrana's answers.
+var largeTurns = largeturn.Slots
 
 func (e *resultsEncoder) beginLarge() {
 	ctx := e.ctx

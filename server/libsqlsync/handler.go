@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/httperr"
 	"github.com/sluicedb/sluice/server/httpjson"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
@@ -34,6 +35,14 @@ type Options struct {
 	Dir string
 	// WriteError answers a failed request the server's way.
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// Follower, if set, returns the copy name is served from when this
+	// instance follows it (History being fed the files it applies); ok
+	// false: Host's database, written here.
+	Follower func(ctx context.Context, name string) (db dbhost.Database, ok bool, err error)
+	// Observe, if set, hears every answer to /export and /sync: which
+	// answer ("export", "diff", "database", "end") and the bytes of pages
+	// it sent (operators and benchmarks read what a sync costs).
+	Observe func(db, answer string, bytes int64)
 }
 
 // Handler answers the sync endpoints of every database.
@@ -69,8 +78,11 @@ const AnswerHeader = "Sluice-Sync-Answer"
 const frameHeaderSize = 24
 
 // database authorises the request (reading is enough: a sync only reads)
-// and opens the database it names.
-func (h *Handler) database(r *http.Request) (string, uint64, error) {
+// and opens the database it names. A database whose pages the clients
+// cannot take is refused, except by /info (info): a client refused there
+// falls back to libSQL's other replication protocol and reports only a
+// handshake timeout, while the refusal of /export reaches the user.
+func (h *Handler) database(r *http.Request, info bool) (string, uint64, error) {
 	name := r.PathValue("name")
 	if err := dbhost.ValidateName(name); err != nil {
 		return "", 0, err
@@ -78,20 +90,87 @@ func (h *Handler) database(r *http.Request) (string, uint64, error) {
 	if !auth.FromContext(r.Context()).CanRead(name) {
 		return "", 0, dberr.ForDatabase(dberr.CodeForbidden, name, "this token may not read database \""+name+"\", so it may not sync an embedded replica of it")
 	}
-	db, err := h.opts.Host.Get(r.Context(), name)
+	pos, pageSize, err := h.position(r.Context(), name)
 	if err != nil {
 		return "", 0, err
 	}
-	pos, err := db.Read(r.Context(), func(sqlconn.Conn) error { return nil })
-	if err != nil {
-		return "", 0, err
+	if pageSize != PageSize {
+		if !info {
+			return "", 0, errPageSizeFor(name, pageSize)
+		}
+		return name, pos, nil
 	}
-	return name, uint64(pos), nil
+	if pos > 0 && !h.opts.History.known(name) {
+		h.seedWindow(r.Context(), name, pos)
+	}
+	return name, pos, nil
+}
+
+// position is the TXID name is served at (its follower's, or its own) and
+// its page size.
+func (h *Handler) position(ctx context.Context, name string) (uint64, int64, error) {
+	var db dbhost.Database
+	if h.opts.Follower != nil {
+		f, ok, err := h.opts.Follower(ctx, name)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			db = f
+		}
+	}
+	if db == nil {
+		var err error
+		if db, err = h.opts.Host.Get(ctx, name); err != nil {
+			return 0, 0, err
+		}
+	}
+	var pageSize int64
+	pos, err := db.Read(ctx, func(c sqlconn.Conn) error {
+		res, err := c.Exec(ctx, sqlconn.Stmt{SQL: "PRAGMA page_size", WantRows: true})
+		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+			pageSize = res.Rows[0][0].Int
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(pos), pageSize, nil
+}
+
+// errPageSizeFor refuses a database whose pages libSQL's clients cannot
+// take: they cut every sync answer into 4096-byte pages. Not 400, which
+// the clients read as "end of generation" and report as a JSON error.
+func errPageSizeFor(name string, pageSize int64) error {
+	return httperr.WithStatus(http.StatusUnprocessableEntity, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf(
+		"database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages "+
+			"(rebuild it with PRAGMA page_size=4096 then VACUUM, or read it remotely over Hrana)", name, pageSize)))
+}
+
+// seedWindow starts name's window with the level-0 file of pos, read from
+// the bucket (one GET, the first time a database is synced in this
+// process): replicas that bootstrap at pos then sync the pages changed
+// since, not the whole database. Without that file (compacted away) the
+// window starts empty, after pos.
+func (h *Handler) seedWindow(ctx context.Context, name string, pos uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := replica.Sub(h.opts.Store, name).Get(ctx, replica.LTXKey(0, ltx.TXID(pos), ltx.TXID(pos)))
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	body, err := io.ReadAll(io.LimitReader(rc, int64(h.opts.History.limit)+1<<20))
+	if err != nil {
+		return
+	}
+	h.opts.History.seed(name, pos, body)
 }
 
 // Info answers GET …/info: the generation a new replica starts from.
 func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, true)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -112,7 +191,7 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 // Export answers GET …/export/{generation}: a database image at or after
 // the generation (the one /info named it for, or a new one at the head).
 func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, false)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -134,7 +213,14 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(int64(pages)*PageSize, 10))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.CopyN(w, f, int64(pages)*PageSize)
+	n, _ := io.CopyN(w, f, int64(pages)*PageSize)
+	h.observe(name, "export", n)
+}
+
+func (h *Handler) observe(db, answer string, bytes int64) {
+	if h.opts.Observe != nil {
+		h.opts.Observe(db, answer, bytes)
+	}
 }
 
 // Sync answers GET …/sync/{generation}/{start}/{end}. The client applies
@@ -160,7 +246,7 @@ func (h *Handler) Export(w http.ResponseWriter, r *http.Request) {
 //     (History.startOf), as one transaction, or end of generation (naming
 //     its own) if none.
 func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
-	name, pos, err := h.database(r)
+	name, pos, err := h.database(r, false)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
 		return
@@ -174,11 +260,14 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 	hist := h.opts.History
 	v := hist.view(name, pos)
 	endOfGeneration := func(newest uint64) {
+		h.observe(name, "end", 0)
 		w.Header().Set(AnswerHeader, "end")
 		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
 	}
 	image := func() {
-		if n, ok := h.sendImage(w, r, name, v.head); ok {
+		n, ok := h.sendImage(w, r, name, v.head)
+		h.observe(name, "database", int64(n)*(frameHeaderSize+PageSize))
+		if ok {
 			hist.reach(name, gen, start-1+uint64(n), v.head)
 		}
 	}
@@ -240,9 +329,11 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 		}
 		putFrame(frame, pgno, size, pages[pgno])
 		if _, err := w.Write(frame); err != nil {
+			h.observe(name, "diff", int64(i)*int64(len(frame)))
 			return
 		}
 	}
+	h.observe(name, "diff", int64(len(pgnos))*int64(len(frame)))
 	hist.reach(name, gen, start-1+uint64(len(pgnos)), head)
 }
 
@@ -334,10 +425,10 @@ func (h *Handler) image(ctx context.Context, name string, atLeast, txid uint64) 
 		img.mu.Unlock()
 		return nil, dberr.ForDatabase(dberr.CodeUnavailable, name, fmt.Sprintf("embedded replica sync: cannot rebuild database %q at TXID %d from the replica: %v", name, txid, err))
 	}
-	if res.PageSize != PageSize {
+	if res.PageSize != PageSize { // changed since the request began
 		_ = os.Remove(path)
 		img.mu.Unlock()
-		return nil, dberr.ForDatabase(dberr.CodeBadRequest, name, fmt.Sprintf("database %q has %d-byte pages; libSQL embedded replicas sync only databases with 4096-byte pages", name, res.PageSize))
+		return nil, errPageSizeFor(name, int64(res.PageSize))
 	}
 	img.txid, img.path, img.pages = txid, path, res.Pages
 	return img, nil
@@ -423,4 +514,15 @@ func CleanPath(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// RefusePush answers POST …/sync/{generation}/{start}/{end}, libSQL's push
+// of frames written offline in a local replica: not accepted (a replica's
+// writes go to the server over Hrana), said in one line rather than as an
+// unknown endpoint.
+func (h *Handler) RefusePush(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", http.MethodGet)
+	h.opts.WriteError(w, r, httperr.WithStatus(http.StatusMethodNotAllowed, dberr.New(dberr.CodeBadRequest,
+		"pushing frames written offline in an embedded replica is not supported by sluice: open the replica with a sync URL "+
+			"so that its writes go to the server (remote writes), and sync() pulls")))
 }

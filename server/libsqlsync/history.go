@@ -190,6 +190,39 @@ func (h *History) view(db string, pos uint64) view {
 	return view{from: d.from, head: d.head, known: true}
 }
 
+// known reports whether db has a window (then view will not seed one).
+func (h *History) known(db string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dbs[db] != nil
+}
+
+// seed starts db's window with the file that made TXID pos (its body),
+// unless a window exists already. A window that starts just after pos
+// would send the whole database to every replica that bootstraps at pos
+// (the generation before a window may hold replicas that walked there
+// from older ones, so it gets the whole database); one that starts at
+// pos's own file sends them the pages changed since. It must be done
+// before any answer is given from a window of db: a window's start never
+// moves back.
+func (h *History) seed(db string, pos uint64, body []byte) {
+	e, err := decode(body)
+	if err != nil || e.min != pos || e.max != pos {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dbs[db] != nil {
+		return
+	}
+	size := len(e.pages) * PageSize
+	if size > h.limit || h.total+size > h.totalLimit {
+		return // view seeds an empty window
+	}
+	h.dbs[db] = &dbHistory{entries: []entry{e}, bytes: size, from: pos, head: pos, memoFrom: pos}
+	h.total += size
+}
+
 // diff returns every page changed after TXID g, at its newest version, the
 // database size in pages at the newest TXID known and that TXID; ok is
 // false when the window does not reach back to g+1.

@@ -169,3 +169,40 @@ func TestHistoryStaysWithinItsTotalAcrossDatabases(t *testing.T) {
 		t.Fatalf("the databases hold %d bytes, the total says %d", sum, h.total)
 	}
 }
+
+// A window seeded with the file of the position replicas bootstrap at
+// answers their next sync with the pages changed since (a diff from that
+// position), not the whole database; a seed never replaces a window that
+// exists, whose start must not move back.
+func TestHistorySeedStartsTheWindowAtThePositionsOwnFile(t *testing.T) {
+	h := NewHistory(0)
+	_, body := ltxFile(t, 7, 7, 3, map[uint32]byte{3: 'g'})
+	h.seed("db", 7, body)
+	if v := h.view("db", 7); v.from != 7 || v.head != 7 {
+		t.Fatalf("seeded window %d..%d, want 7..7", v.from, v.head)
+	}
+	lf, next := ltxFile(t, 8, 8, 3, map[uint32]byte{2: 'h'})
+	h.Shipped("db", lf, next)
+	// A replica bootstrapped at 7 is at frame 1 of generation 7, now
+	// inside the window: the answer is the one page changed after 7.
+	if v := h.view("db", 8); v.from-1 == 7 {
+		t.Fatalf("generation 7 is the window's edge (%d..%d): it would get the whole database", v.from, v.head)
+	}
+	pages, commit, head, ok := h.diff("db", 7)
+	if !ok || head != 8 || commit != 3 || len(pages) != 1 || pages[2][0] != 'h' {
+		t.Fatalf("diff after 7: ok=%v head=%d commit=%d pages=%d", ok, head, commit, len(pages))
+	}
+
+	// A window that exists is never seeded again, even at an older file.
+	_, old := ltxFile(t, 6, 6, 3, map[uint32]byte{1: 'f'})
+	h.seed("db", 6, old)
+	if v := h.view("db", 8); v.from != 7 {
+		t.Fatalf("a seed moved the window's start to %d", v.from)
+	}
+	// A body that is not the position's own file seeds nothing.
+	h2 := NewHistory(0)
+	h2.seed("db", 5, body)
+	if h2.known("db") {
+		t.Fatal("a file of TXID 7 seeded a window at 5")
+	}
+}

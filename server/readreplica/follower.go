@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/follow"
@@ -28,12 +29,20 @@ type followed struct {
 
 	gate   sync.RWMutex // reads hold it shared; close takes it exclusively
 	closed bool
+
+	// acked is the newest TXID the writer acknowledged to a request this
+	// instance forwarded: what a client that wrote through this instance
+	// expects to read back.
+	acked atomic.Uint64
 }
 
 // startFollower restores name's copy at path from store and starts keeping
 // it current.
 func startFollower(ctx context.Context, name, path string, store replica.Store, opts Options) (*followed, error) {
 	fo := follow.Options{PollInterval: opts.PollInterval, Logger: opts.Logger.With("follower", name)}
+	if opts.OnApplied != nil {
+		fo.OnApplied = func(f replica.LTXFile, body []byte) { opts.OnApplied(name, f, body) }
+	}
 	if d := opts.Damage; d != nil {
 		since := time.Time{}
 		fo.OnDamage = func(de *replica.DamageError) { since = time.Now(); d.Damaged(name, de) }

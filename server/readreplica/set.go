@@ -43,6 +43,9 @@ type Options struct {
 	// whenever the writer says it shipped TXID txid (0: something; package
 	// push): the copy fetches then instead of at its next poll.
 	Subscribe func(ctx context.Context, name string, wake func(txid uint64))
+	// OnApplied, if set, hears every file a copy applies (embedded
+	// replicas' syncs served from this instance's copy).
+	OnApplied func(name string, f replica.LTXFile, body []byte)
 }
 
 // DamageReporter is replicated.DamageReporter: a follower reports as a

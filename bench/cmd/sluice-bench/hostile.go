@@ -58,9 +58,10 @@ func runBenchHostile(ctx context.Context, args []string) error {
 		sluice, *p99, *rss)
 	var results []hostile.Result
 	failed := 0
-	// The control first (the machine's own noise), the answers built
-	// whole (Hrana's) last: the memory they take stays with the process
-	// and would count against the attacks after them.
+	// The control first (the machine's own noise), Hrana's large answers
+	// last: on a server that builds them whole (before they were capped
+	// while stepped) the memory they take stays with the process and would
+	// count against the attacks after them.
 	for _, a := range []hostile.Attack{
 		hostile.Idle(*hold),
 		hostile.RefusedNames(*names),

@@ -38,6 +38,7 @@ Subcommands:
   soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
   manydbs            N databases created, written once and idle in one serve: RSS and descriptors
   hostile            hostile neighbours: attacks beside a canary client; its p50/p99 and the server's peak RSS
+  embedded           libSQL embedded replicas reading locally while a writer inserts: beside Hrana reads, sync lag and cost
   list REPLICA_URL   LIST latency against object count
 
 The sluice measured is $SLUICE_BIN, else the sluice beside sluice-bench, else the one on PATH.

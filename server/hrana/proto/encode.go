@@ -16,9 +16,19 @@ import (
 
 // RowsEncoder holds a statement's rows as the JSON elements of "rows".
 type RowsEncoder struct {
+	// Budget, when set, is charged every row as it is encoded; the row
+	// that passes it drops what the encoder holds and calls Stop (which
+	// interrupts the statement).
+	Budget *Budget
+	Stop   func()
+	// Lines encodes each row as a JSON cursor's row entry (a line of its
+	// own) instead of an element of "rows".
+	Lines bool
+
 	buf     []byte
 	rows    int
 	started bool // the Conn streamed (one that does not fills Result.Rows)
+	tooBig  bool
 }
 
 // Columns starts the rows over (a statement run again starts from scratch).
@@ -26,8 +36,12 @@ func (e *RowsEncoder) Columns([]sqlconn.Column) {
 	if e.buf == nil {
 		e.buf = jsonstr.GetBuffer()
 	}
-	e.buf, e.rows, e.started = e.buf[:0], 0, true
+	e.Budget.refund(len(e.buf))
+	e.buf, e.rows, e.started, e.tooBig = e.buf[:0], 0, true, false
 }
+
+// TooBig reports whether the rows passed the budget (and were dropped).
+func (e *RowsEncoder) TooBig() bool { return e.tooBig }
 
 // Encoded returns the rows encoded since Columns, and false when the Conn
 // did not stream (it filled Result.Rows instead).
@@ -60,8 +74,16 @@ func (e *RowsEncoder) Detach() ([]byte, bool) {
 
 // Row appends the row SQLite is on.
 func (e *RowsEncoder) Row(r *sqlconn.Row) {
+	if e.tooBig {
+		return
+	}
+	before := len(e.buf)
+	defer e.charge(before)
 	b := e.buf
-	if e.rows > 0 {
+	switch {
+	case e.Lines:
+		b = append(b, `{"type":"row","row":`...)
+	case e.rows > 0:
 		b = append(b, ',')
 	}
 	b = append(b, '[')
@@ -71,8 +93,26 @@ func (e *RowsEncoder) Row(r *sqlconn.Row) {
 		}
 		b = appendRowValue(b, r, i)
 	}
-	e.buf = append(b, ']')
+	b = append(b, ']')
+	if e.Lines {
+		b = append(b, "}\n"...)
+	}
+	e.buf = b
 	e.rows++
+}
+
+// charge charges the row just appended (after before) to the budget.
+func (e *RowsEncoder) charge(before int) {
+	if e.Budget.charge(len(e.buf) - before) {
+		return
+	}
+	e.Budget.refund(len(e.buf))
+	e.tooBig = true
+	jsonstr.PutBuffer(e.buf)
+	e.buf = nil
+	if e.Stop != nil {
+		e.Stop()
+	}
 }
 
 // appendRowValue is appendValue for column i of a row being stepped.

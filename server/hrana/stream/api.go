@@ -116,14 +116,14 @@ func (x *Execution) Execute(st *proto.Stmt) (*proto.StmtResult, *proto.Error) {
 // Cursor runs a cursor's batch and returns its entries; a stream the server
 // ended yields its error as the one entry.
 func (x *Execution) Cursor(b *proto.Batch) []proto.CursorEntry {
-	var (
-		res    *proto.BatchResult
-		failed *proto.Error
-	)
+	return proto.CursorEntries(x.CursorBatch(b))
+}
+
+// CursorBatch runs a cursor's batch, for proto.EachCursorEntry; a stream
+// the server ended yields its error as failed.
+func (x *Execution) CursorBatch(b *proto.Batch) (res *proto.BatchResult, failed *proto.Error) {
 	if x.s.dead != nil {
-		failed = x.s.dead
-	} else {
-		res, failed = x.Batch(b)
+		return nil, x.s.dead
 	}
-	return proto.CursorEntries(res, failed)
+	return x.Batch(b)
 }

@@ -46,6 +46,13 @@ type Execution struct {
 	// otherwise they are kept in Rows (protobuf, WebSocket and cursor
 	// answers encode them from there).
 	StreamRows bool
+	// RowLines, with StreamRows, encodes each row as a JSON cursor's row
+	// entry (a line of its own) instead.
+	RowLines bool
+	// budget caps the answer (nil: no cap); mark is where it stood when
+	// the batch running now began (it is rewound when the batch runs again).
+	budget *proto.Budget
+	mark   int
 	// needsWriter is set when the database, a read replica (hrana.ServeRead),
 	// refused a write or a session: the request is not answered here.
 	needsWriter error
@@ -63,8 +70,13 @@ func (x *Execution) noteNeedsWriter(err error) {
 // cancel when the request is answered.
 func (r *Registry) NewExecution(ctx context.Context, s *Stream) (*Execution, context.CancelFunc) {
 	bounded, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
-	return &Execution{r: r, s: s, ctx: bounded, parent: ctx}, cancel
+	return &Execution{r: r, s: s, ctx: bounded, parent: ctx, budget: proto.NewBudget(r.cfg.MaxResponseBytes)}, cancel
 }
+
+// Budget is the request's answer budget (nil when answers are not capped):
+// a transport whose encoding is not JSON sets its Measure and RowOverhead
+// before the first request runs.
+func (x *Execution) Budget() *proto.Budget { return x.budget }
 
 // waitCtx is the context for waiting on the writer and on an upload: the
 // caller's, not the request's time limit. A group that ran the request may
@@ -161,6 +173,7 @@ func (x *Execution) resolveSQL(sql *string, id *int32) (string, *proto.Error) {
 // TEMP object) is refused on the shared connections of the groups before
 // anything of it is kept, and runs on a new session instead.
 func (x *Execution) runSteps(steps []step) (outcome, *proto.Error) {
+	x.mark = x.budget.Used()
 	if x.s.sess != nil {
 		return x.onSession(steps)
 	}
@@ -207,7 +220,7 @@ func (x *Execution) onPool(steps []step, virtual bool) (outcome, *proto.Error) {
 	var out outcome
 	keyOutcome(x.ctx, &out)
 	bm, err := dbhost.RunAuto(x.waitCtx(), x.s.db, plain, func(c sqlconn.Conn, onReader bool) error {
-		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.StreamRows}
+		rc := &runConn{conn: c, pooled: true, onReader: onReader, virtual: virtual, stop: x.ctx, stream: x.StreamRows, lines: x.RowLines, budget: x.budget, mark: x.mark}
 		out = rc.run(x.ctx, steps)
 		if x.ctx.Err() != nil {
 			if virtual && rc.virtualOpen {
@@ -319,7 +332,7 @@ func (x *Execution) onSession(steps []step) (outcome, *proto.Error) {
 		s.txStart = time.Now() // bounds a transaction this request opens
 	}
 	ctx, cancel := context.WithDeadline(x.ctx, s.txStart.Add(x.r.cfg.TxTimeout))
-	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.StreamRows}
+	rc := &runConn{conn: s.sess, readOnlyTx: s.readOnlyTx, endCtx: x.ctx, stop: x.ctx, stream: x.StreamRows, lines: x.RowLines, budget: x.budget, mark: x.mark}
 	out := rc.run(ctx, steps)
 	cancel()
 	s.readOnlyTx = rc.readOnlyTx

@@ -40,6 +40,10 @@ type Config struct {
 	// batches, including the time it holds the writer. Past it the request's
 	// work is rolled back and it is answered REQUEST_TIMEOUT. Default 10 s.
 	RequestTimeout time.Duration
+	// MaxResponseBytes bounds what one request's answer holds, all its
+	// statements together (proto.Budget; limits.max-response-bytes).
+	// 0: no limit.
+	MaxResponseBytes int
 }
 
 const (

@@ -39,6 +39,11 @@ type runConn struct {
 	// stream encodes rows as SQLite steps them (StmtResult.RowsJSON)
 	// instead of collecting them in Rows.
 	stream bool
+	lines  bool // rows as JSON cursor row entries (Execution.RowLines)
+	// budget caps the request's answer (budget.go); the run starts from
+	// mark, what the request's earlier batches hold.
+	budget *proto.Budget
+	mark   int
 }
 
 func (rc *runConn) autocommit() bool {
@@ -50,6 +55,7 @@ func (rc *runConn) autocommit() bool {
 
 func (rc *runConn) run(ctx context.Context, steps []step) outcome {
 	out := outcome{results: make([]*proto.StmtResult, len(steps)), errs: make([]*proto.Error, len(steps))}
+	rc.budget.Rewind(rc.mark) // a batch run again (on the writer, on a session) starts over
 	for i := range steps {
 		st := &steps[i]
 		if rc.stop != nil && rc.stop.Err() != nil {
@@ -163,28 +169,50 @@ func (rc *runConn) exec(ctx context.Context, st *step) (*proto.StmtResult, error
 	if st.hasNamed {
 		stmt.NamedArgs = rc.prefixNames(ctx, stmt)
 	}
+	if rc.budget != nil && stmt.WantRows && !rc.stream {
+		return rc.execCollected(ctx, st, stmt)
+	}
 	var rows *proto.RowsEncoder
 	if rc.stream && stmt.WantRows {
-		rows = &proto.RowsEncoder{}
+		rows = &proto.RowsEncoder{Budget: rc.budget, Lines: rc.lines}
 		stmt.Rows = rows
+		if rc.budget != nil {
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			rows.Stop = stop
+			rc.largeTurn(ctx)
+			defer rc.budget.Built()
+		}
 	}
 	res, err := rc.conn.Exec(ctx, stmt)
+	if rows != nil && rows.TooBig() {
+		return nil, rc.budget.TooBig()
+	}
 	if err != nil {
 		return nil, err
 	}
+	rc.noteTx(st)
+	out := toStmtResult(res, stmt.WantRows)
+	if rows != nil { // a Conn that does not stream filled Rows instead
+		if enc, streamed := rows.Detach(); streamed {
+			out.RowsJSON = enc
+		} else if !rc.budget.ChargeRows(res.Rows) {
+			return nil, rc.budget.TooBig()
+		}
+	}
+	rc.budget.ChargeResult(len(res.Columns))
+	return out, nil
+}
+
+// noteTx follows a READONLY transaction the statement began or ended.
+func (rc *runConn) noteTx(st *step) {
 	if st.class.ReadOnlyBegin && !rc.virtual {
 		rc.readOnlyTx = true
 	}
 	if !rc.virtual && rc.readOnlyTx && rc.conn.Autocommit() {
 		rc.readOnlyTx = false
 	}
-	out := toStmtResult(res, stmt.WantRows)
-	if rows != nil { // a Conn that does not stream filled Rows instead
-		if enc, streamed := rows.Detach(); streamed {
-			out.RowsJSON = enc
-		}
-	}
-	return out, nil
 }
 
 func (rc *runConn) execControl(ctx context.Context, sql string) error {

@@ -288,6 +288,7 @@ func (c *conn) dispatch(req *proto.WSRequest, reply func(any, *proto.Error)) err
 		}
 		s.UseSQL(sqls)
 		x, cancel := c.srv.streams.NewExecution(c.ctx, s)
+		c.sizeRows(x)
 		res := x.Handle(&req.StreamRequest)
 		cancel()
 		if res.Type == "error" {
@@ -323,5 +324,13 @@ func (c *conn) send(msg *proto.ServerMsg) {
 	defer cancel()
 	if err := c.ws.Write(ctx, typ, data); err != nil {
 		c.cancel()
+	}
+}
+
+// sizeRows sizes the execution's rows for its answer budget in the
+// connection's encoding (JSON unless protobuf).
+func (c *conn) sizeRows(x *stream.Execution) {
+	if b := x.Budget(); b != nil && c.protobuf {
+		b.Measure, b.RowOverhead = hranapb.ValueSize, hranapb.RowOverhead
 	}
 }

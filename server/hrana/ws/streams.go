@@ -201,6 +201,7 @@ func (c *conn) openCursor(req *proto.WSRequest, reply func(any, *proto.Error)) e
 		}
 		s.UseSQL(sqls)
 		x, cancel := c.srv.streams.NewExecution(c.ctx, s)
+		c.sizeRows(x)
 		entries := x.Cursor(req.Batch)
 		cancel()
 		st.cursor = &cursor{id: cid, entries: entries}

@@ -1,0 +1,297 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/bench/targets"
+	"github.com/sluicedb/sluice/replica"
+)
+
+type syncAnswer struct {
+	SyncMs []float64 `json:"syncMs"`
+	MaxID  int64     `json:"maxId"`
+}
+
+// measureReads runs the point reads on every replica at once, locally,
+// then over Hrana from the same processes.
+func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) error {
+	type reads struct {
+		Lat []float64 `json:"lat"`
+		Ms  float64   `json:"ms"`
+	}
+	run := func(where string, n int) ([]reads, error) {
+		res := make([]reads, len(workers))
+		errs := make([]error, len(workers))
+		var wg sync.WaitGroup
+		for i, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = w.call(map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, &res[i])
+			}()
+		}
+		wg.Wait()
+		return res, errors.Join(errs...)
+	}
+	// One client alone first (the others idle): its own read rates,
+	// locally and over Hrana, with the machine's cores not shared among
+	// the bench's own processes.
+	alone := workers[:1]
+	one := func(where string, n int) (reads, error) {
+		var r reads
+		return r, alone[0].call(map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, &r)
+	}
+	l1, err := one("local", o.Reads)
+	if err != nil {
+		return err
+	}
+	h1, err := one("remote", o.HranaReads)
+	if err != nil {
+		return err
+	}
+	rep.AloneLocalPerSec = float64(len(l1.Lat)) / (l1.Ms / 1000)
+	rep.AloneHranaPerSec = float64(len(h1.Lat)) / (h1.Ms / 1000)
+	rep.AloneRatio = rep.AloneLocalPerSec / rep.AloneHranaPerSec
+	fmt.Fprintf(out, "point reads by one client alone, a writer inserting every %s (%d CPUs):\n", o.WriteEvery, runtime.NumCPU())
+	fmt.Fprintf(out, "  local (embedded replica): p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s\n", pct(l1.Lat, 50), pct(l1.Lat, 99), rep.AloneLocalPerSec)
+	fmt.Fprintf(out, "  Hrana (same client):      p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s\n", pct(h1.Lat, 50), pct(h1.Lat, 99), rep.AloneHranaPerSec)
+	fmt.Fprintf(out, "  local/Hrana read rate: %.0f×\n", rep.AloneRatio)
+
+	local, err := run("local", o.Reads)
+	if err != nil {
+		return err
+	}
+	remote, err := run("remote", o.HranaReads)
+	if err != nil {
+		return err
+	}
+	var all [2][]float64
+	rate := [2]float64{}
+	rep.ReadRatio = 0
+	for i := range workers {
+		all[0] = append(all[0], local[i].Lat...)
+		all[1] = append(all[1], remote[i].Lat...)
+		l, h := float64(len(local[i].Lat))/(local[i].Ms/1000), float64(len(remote[i].Lat))/(remote[i].Ms/1000)
+		rate[0] += l
+		rate[1] += h
+		if r := l / h; rep.ReadRatio == 0 || r < rep.ReadRatio {
+			rep.ReadRatio = r
+		}
+	}
+	rep.LocalP50us, rep.LocalP99us = pct(all[0], 50), pct(all[0], 99)
+	rep.HranaP50us, rep.HranaP99us = pct(all[1], 50), pct(all[1], 99)
+	rep.LocalPerSec, rep.HranaPerSec = rate[0], rate[1]
+	fmt.Fprintf(out, "point reads, %d replicas at once, a writer inserting every %s:\n", len(workers), o.WriteEvery)
+	fmt.Fprintf(out, "  local (embedded replica): p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s in all\n", rep.LocalP50us, rep.LocalP99us, rep.LocalPerSec)
+	fmt.Fprintf(out, "  Hrana (same clients):     p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s in all\n", rep.HranaP50us, rep.HranaP99us, rep.HranaPerSec)
+	fmt.Fprintf(out, "  local/Hrana read rate, per client (lowest): %.0f× (the %d clients' local reads share the machine's %d CPUs)\n", rep.ReadRatio, len(workers), runtime.NumCPU())
+	return nil
+}
+
+// measureLag has every replica sync in a loop while the writer inserts,
+// and matches each acknowledged write to the first sync that showed it.
+func measureLag(ctx context.Context, o Options, c *client, pid int, workers []*worker, wr *writer, rep *Report, out io.Writer) error {
+	type follow struct {
+		Points [][2]float64 `json:"points"`
+		SyncMs []float64    `json:"syncMs"`
+	}
+	before, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	cpu0, _ := targets.CPUTime(pid)
+	res := make([]follow, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	from := time.Now()
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.call(map[string]any{"op": "follow", "ms": o.Follow.Milliseconds(), "intervalMs": 0}, &res[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	cpu1, _ := targets.CPUTime(pid)
+	after, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	acks := wr.since(from)
+	var lags []float64
+	for _, f := range res {
+		rep.FollowSyncs += len(f.Points)
+		j := 0
+		for _, a := range acks { // acks and points both in time order
+			for j < len(f.Points) && (f.Points[j][0] < a.at || int64(f.Points[j][1]) < a.id) {
+				j++
+			}
+			if j == len(f.Points) {
+				break // acknowledged after this replica's last sync
+			}
+			lags = append(lags, f.Points[j][0]-a.at)
+		}
+	}
+	rep.LagP50ms, rep.LagP99ms = pct(lags, 50), pct(lags, 99)
+	syncs := after.syncRequests() - before.syncRequests()
+	if syncs > 0 {
+		rep.FollowBytesPerSync = (after.get(metricSyncBytes) - before.get(metricSyncBytes)) / syncs
+		rep.FollowServerUsPerSync = 1e6 * (after.get(metricSyncSum) - before.get(metricSyncSum)) / syncs
+		rep.FollowServerCPUusPerReq = float64((cpu1 - cpu0).Microseconds()) / syncs
+	}
+	fmt.Fprintf(out, "sync() in a loop on every replica for %s while the writer inserts (%d writes acknowledged meanwhile):\n", o.Follow, len(acks))
+	fmt.Fprintf(out, "  lag from a write's acknowledgement to its visibility after sync(): p50 %.1f ms  p99 %.1f ms (%d write×replica pairs)\n", rep.LagP50ms, rep.LagP99ms, len(lags))
+	fmt.Fprintf(out, "  %d syncs (%.0f sync requests): %.0f bytes per request, database %d KiB; server time %.0f µs per request; server CPU %.0f µs per request (writes included)\n",
+		rep.FollowSyncs, syncs, rep.FollowBytesPerSync, rep.DatabaseBytes>>10, rep.FollowServerUsPerSync, rep.FollowServerCPUusPerReq)
+	return nil
+}
+
+// measureEmptySyncs has every replica sync with nothing new.
+func measureEmptySyncs(o Options, c *client, pid int, workers []*worker, rep *Report, out io.Writer) error {
+	for _, w := range workers { // catch up first: what follows is empty
+		var s syncAnswer
+		if err := w.call(map[string]any{"op": "sync", "n": 1}, &s); err != nil {
+			return err
+		}
+	}
+	before, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	cpu0, _ := targets.CPUTime(pid)
+	res := make([]syncAnswer, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.call(map[string]any{"op": "sync", "n": o.EmptySyncs}, &res[i])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	cpu1, _ := targets.CPUTime(pid)
+	after, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	var client []float64
+	for _, r := range res {
+		client = append(client, r.SyncMs...)
+	}
+	syncs := after.syncRequests() - before.syncRequests()
+	rep.EmptySyncs = len(client)
+	if syncs > 0 {
+		rep.EmptySyncServerUs = 1e6 * (after.get(metricSyncSum) - before.get(metricSyncSum)) / syncs
+		rep.EmptySyncCPUus = float64((cpu1 - cpu0).Microseconds()) / syncs
+	}
+	rep.EmptySyncClientP50ms = pct(client, 50)
+	rep.EmptySyncStoreRequests = after.get(metricStorePuts) - before.get(metricStorePuts)
+	moved := after.get(metricSyncBytes) - before.get(metricSyncBytes)
+	fmt.Fprintf(out, "%d syncs with nothing new (%d per replica, at once): %.0f sync requests (%.2f per sync()), %.0f bytes of pages moved, %.0f store PUTs\n",
+		len(client), o.EmptySyncs, syncs, syncs/float64(len(client)), moved, rep.EmptySyncStoreRequests)
+	fmt.Fprintf(out, "  server time %.0f µs per request, server CPU %.0f µs per request; client sync() p50 %.2f ms\n",
+		rep.EmptySyncServerUs, rep.EmptySyncCPUus, rep.EmptySyncClientP50ms)
+	return nil
+}
+
+// measureCommitsSync makes Commits single-row commits, then one replica
+// syncs once; what it moved is compared with the pages those commits
+// changed, read from their level-0 files in the bucket.
+func measureCommitsSync(ctx context.Context, o Options, c *client, store replica.Store, w *worker, rep *Report, out io.Writer) error {
+	next, err := c.maxID()
+	if err != nil {
+		return err
+	}
+	wr := &writer{c: c, next: next + 1}
+	// Each commit's level-0 file is read as soon as it is acknowledged
+	// (compaction may merge it away later).
+	pages := map[uint32]bool{}
+	var from, to uint64
+	for i := range o.Commits {
+		if err := wr.insert(); err != nil {
+			return err
+		}
+		txid, err := c.headTXID()
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			from = txid
+		}
+		to = txid
+		if err := filePages(ctx, store, txid, pages); err != nil {
+			return err
+		}
+	}
+	before, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	var s syncAnswer
+	if err := w.call(map[string]any{"op": "sync", "n": 1}, &s); err != nil {
+		return err
+	}
+	after, err := c.metrics()
+	if err != nil {
+		return err
+	}
+	rep.CommitsSyncBytes = int64(after.get(metricSyncBytes) - before.get(metricSyncBytes))
+	rep.CommitsChangedPages = len(pages)
+	rep.CommitsSyncBytesPerPage = float64(rep.CommitsSyncBytes) / float64(len(pages)*4096)
+	var kinds []string
+	for _, k := range []string{"diff", "end", "database", "export"} {
+		if n := after.get(metricAnswers+k+`"}`) - before.get(metricAnswers+k+`"}`); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%.0f %s", n, k))
+		}
+	}
+	rep.CommitsSyncAnswers = strings.Join(kinds, ", ")
+	fmt.Fprintf(out, "one sync() after %d single-row commits (TXIDs %d-%d): %d bytes moved (%s) for %d changed pages (%d bytes): %.2f× the changed pages\n",
+		o.Commits, from, to, rep.CommitsSyncBytes, rep.CommitsSyncAnswers, len(pages), len(pages)*4096, rep.CommitsSyncBytesPerPage)
+	return nil
+}
+
+// filePages adds the pages TXID txid's level-0 file changed, read through
+// sluice's own store (its key layout in the bucket).
+func filePages(ctx context.Context, store replica.Store, txid uint64, pages map[uint32]bool) error {
+	key := replica.LTXKey(0, ltx.TXID(txid), ltx.TXID(txid))
+	rc, err := replica.Sub(store, "app").Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("read app/%s: %w", key, err)
+	}
+	body, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	dec := ltx.NewDecoder(bytes.NewReader(body))
+	if err := dec.DecodeHeader(); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	buf := make([]byte, dec.Header().PageSize)
+	for {
+		var ph ltx.PageHeader
+		if err := dec.DecodePage(&ph, buf); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		pages[ph.Pgno] = true
+	}
+}
