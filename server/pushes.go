@@ -117,7 +117,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.push.hub.Serve(w, r, name, l)
 	var full push.ErrFull
-	if errors.As(err, &full) {
+	if errors.As(err, &full) || errors.Is(err, push.ErrClosing) {
 		w.Header().Set("Retry-After", "10")
 		writeError(w, r, httperr.WithStatus(http.StatusServiceUnavailable, dberr.New(dberr.CodeUnavailable, err.Error())))
 	}

@@ -18,6 +18,7 @@
 package push
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -107,6 +108,9 @@ func (e ErrFull) Error() string {
 	return "this instance already streams to " + strconv.Itoa(e.Limit) + " subscribers; keep polling the bucket"
 }
 
+// ErrClosing is Serve's answer once the hub closed (the server stops).
+var ErrClosing = errors.New("this instance is shutting down; subscribe to the lease holder")
+
 func (h *Hub) add(db string) (*sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -141,11 +145,12 @@ func (h *Hub) remove(db string, s *sub) {
 // l, db's lease (the caller checked access and that l is held). It ends
 // with "released" once the release is written to the bucket, and without
 // it when the lease is lost, the hub closes, the subscriber falls behind
-// or goes away. A refused subscription is an ErrFull, before any byte.
+// or goes away. A refused subscription is an ErrFull or ErrClosing,
+// before any byte.
 func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, db string, l *lease.Lease) error {
 	select {
 	case <-h.closed:
-		return ErrFull{Limit: 0}
+		return ErrClosing
 	default:
 	}
 	s, err := h.add(db)
