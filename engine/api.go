@@ -41,6 +41,14 @@ type Options struct {
 	// long (default 10s); the same file is retried with backoff while the
 	// caller's context lasts (at most uploadAttempts times per call).
 	UploadStall time.Duration
+	// Pipeline is how many uploads Begin keeps in flight at once (at most
+	// MaxPipeline); 0 or 1: one at a time.
+	Pipeline int
+	// RemoveInFlight makes Open delete the files a previous writer had in
+	// flight past a TXID it never landed (replica.InFlightTail), when the
+	// replica's lease was not released; set only by a writer that holds
+	// the lease.
+	RemoveInFlight bool
 }
 
 const (
@@ -62,6 +70,7 @@ func (o Options) withDefaults() Options {
 	if o.UploadStall <= 0 {
 		o.UploadStall = defaultUploadStall
 	}
+	o.Pipeline = min(max(o.Pipeline, 1), MaxPipeline)
 	return o
 }
 

@@ -86,6 +86,7 @@ func setupServe(fs *flag.FlagSet) runFunc {
 	var maxBody units.Size
 	fs.Var(&maxBody, "max-body-size", "largest request body (e.g. 8MiB; default 8MiB)")
 	commitWindow := fs.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)")
+	uploadPipeline := fs.Int("upload-pipeline", 0, "uploads of one database in flight at once; each write is answered once its own upload and every earlier one succeeded (0: the default, 8; 1: one at a time)")
 	maxUploads := fs.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)")
 	setLimit := serveLimitFlags(fs)
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler (net/http/pprof) on this address, e.g. 127.0.0.1:6060 (off by default)")
@@ -152,6 +153,8 @@ func setupServe(fs *flag.FlagSet) runFunc {
 				cfg.Group.CommitWindow = server.Duration(*commitWindow)
 			case "max-concurrent-uploads":
 				cfg.Limits.MaxConcurrentUploads = *maxUploads
+			case "upload-pipeline":
+				cfg.Group.UploadPipeline = *uploadPipeline
 			default:
 				setLimit(f.Name, &cfg)
 			}
@@ -232,7 +235,7 @@ func checkServeFlags(fs *flag.FlagSet, cfg server.Config) error {
 	if flagSet(fs, "commit-window") && cfg.Group.CommitWindow < 0 {
 		return usagef("serve", "-commit-window %s: give 0 (upload at once) or a positive duration", time.Duration(cfg.Group.CommitWindow))
 	}
-	for name, n := range map[string]int{"max-open-databases": cfg.Limits.MaxOpenDatabases, "max-concurrent-uploads": cfg.Limits.MaxConcurrentUploads} {
+	for name, n := range map[string]int{"max-open-databases": cfg.Limits.MaxOpenDatabases, "max-concurrent-uploads": cfg.Limits.MaxConcurrentUploads, "upload-pipeline": cfg.Group.UploadPipeline} {
 		if flagSet(fs, name) && n < 0 {
 			return usagef("serve", "-%s %d: give a positive number, or 0 for the default", name, n)
 		}
