@@ -561,6 +561,7 @@ func (db *DB) Close(ctx context.Context) error {
 		err = db.syncLocked(ctx)
 	}
 	db.plWG.Wait() // no upload in flight touches the position file once it is closed
+	db.dropFlights()
 	db.closeConns()
 	db.dropPending()
 	db.closed = true

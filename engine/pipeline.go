@@ -473,3 +473,14 @@ func (db *DB) removeInFlightTail(ctx context.Context) error {
 		"replica", db.store.String(), "txid", end.String(), "removed", len(keys), "first", keys[0])
 	return nil
 }
+
+// dropFlights releases the bytes of the files still in the pipeline once
+// no upload runs (Close): what did not reach the store stays unshipped.
+func (db *DB) dropFlights() {
+	db.plMu.Lock()
+	defer db.plMu.Unlock()
+	for _, fl := range db.flights {
+		fl.p.data.close()
+	}
+	db.flights = nil
+}

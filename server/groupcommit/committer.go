@@ -132,6 +132,7 @@ type Committer struct {
 
 	lossMu          sync.Mutex
 	owed            int       // groups of failed pipelined uploads, shipped by the next success
+	failLogged      string    // the pipelined upload failure last logged (one line per cause)
 	unshipped       int       // commits not yet accepted by the store
 	oldestUnshipped time.Time // when the oldest of them committed
 

@@ -153,7 +153,7 @@ func (c *Committer) answerShipment(s *shipment, pos ltx.Pos, err error) {
 	case err == nil:
 		c.lossMu.Lock()
 		owed := c.owed
-		c.owed = 0
+		c.owed, c.failLogged = 0, ""
 		c.lossMu.Unlock()
 		c.noteShipped(len(s.groups) + owed) // a success ships every earlier commit too
 	case errors.Is(err, engine.ErrFenced):
@@ -166,8 +166,15 @@ func (c *Committer) answerShipment(s *shipment, pos ltx.Pos, err error) {
 			"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
 		answer = lateUpload(c.name, pos.TXID)
 	default:
-		c.log.Warn("upload failed; committed data stays local and the same file is uploaded again before anything later is acknowledged",
-			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
+		// Every shipment behind a failed upload fails with its error: one line per cause.
+		c.lossMu.Lock()
+		first := c.failLogged != err.Error()
+		c.failLogged = err.Error()
+		c.lossMu.Unlock()
+		if first {
+			c.log.Warn("upload failed; committed data stays local and the same file is uploaded again before anything later is acknowledged",
+				"db", c.name, "replica", c.opts.ReplicaName, "err", err)
+		}
 		b := s.txid // the commits are in that file, or an earlier one
 		if b <= pos.TXID {
 			b = pos.TXID + 1
