@@ -41,6 +41,11 @@ type shipment struct {
 	wait    func(context.Context) (ltx.Pos, error)
 	start   time.Time
 	release func() // the upload slot shared across databases
+	// From the upload's start: the stall gauge's mark, and the watch that
+	// answers requests overdue on a stalled store (stall.go), whatever
+	// shipment the acknowledger is waiting for meanwhile.
+	endUpload   func(error)
+	stopOverdue func()
 }
 
 // pipe is the shipper's side of the pipeline (nil: one upload at a time).
@@ -115,7 +120,9 @@ func (c *Committer) begin(groups []*group, release func()) error {
 		c.answerShipment(&shipment{groups: groups, start: start, txid: c.captured() + 1}, c.opts.Replica.Pos(), err)
 		return err
 	}
-	c.pipe.acks <- &shipment{groups: groups, txid: c.captured(), wait: wait, start: start, release: release}
+	txid := c.captured()
+	c.pipe.acks <- &shipment{groups: groups, txid: txid, wait: wait, start: start, release: release,
+		endUpload: c.beginUpload(), stopOverdue: c.answerOverdueOwn(groups, txid)}
 	return nil
 }
 
@@ -124,12 +131,10 @@ func (c *Committer) runAcknowledger(p *pipe) {
 	defer close(p.done)
 	for s := range p.acks {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
-		end := c.beginUpload()
-		stopOverdue := c.answerOverdueOwn(s.groups, s.txid)
 		pos, err := s.wait(ctx)
 		cancel()
-		stopOverdue()
-		end(err)
+		s.stopOverdue()
+		s.endUpload(err)
 		c.freeRoom()
 		s.release()
 		c.answerShipment(s, pos, err)
