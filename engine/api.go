@@ -29,7 +29,9 @@ type Options struct {
 	// TruncatePages: also try a TRUNCATE checkpoint once the WAL file is this
 	// many frames long (default 10000).
 	TruncatePages int
-	// OnShip is called after every successful upload (metrics, compaction).
+	// OnShip is called after every successful upload (metrics, compaction),
+	// in TXID order and only once every earlier file is in the store (with
+	// a pipeline, on the goroutine of the upload that completed the run).
 	// It runs with the DB's lock held: it must not call back into the DB.
 	// body is the file's bytes as uploaded when they are small (64 KiB at
 	// most) and in memory, else nil (compaction keeps them for its merge).

@@ -116,8 +116,8 @@ func insertLoop(bases func() []string, workers int, next *atomic.Int64, a *acked
 // checkRestored restores the newest state of the database "default" from
 // the bucket directly (not through the proxy) and checks that it holds
 // every acknowledged id, that the replica's history has no gap, and
-// returns the rows restored.
-func checkRestored(t *testing.T, m *testenv.MinIOServer, bucket, prefix string, a *acked) (restored int) {
+// returns the rows restored and the TXID reached.
+func checkRestored(t *testing.T, m *testenv.MinIOServer, bucket, prefix string, a *acked) (restored int, txid uint64) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := replicaurl.Open(ctx, m.URL(bucket, prefix))
@@ -127,7 +127,8 @@ func checkRestored(t *testing.T, m *testenv.MinIOServer, bucket, prefix string, 
 	defer store.Close()
 	sub := replica.Sub(store, "default")
 	out := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := restore.Restore(ctx, sub, out, restore.Options{IntegrityCheck: true}); err != nil {
+	res, err := restore.Restore(ctx, sub, out, restore.Options{IntegrityCheck: true})
+	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	c, err := sqlite.OpenConn(out, sqlite.OpenReadOnly)
@@ -162,11 +163,12 @@ func checkRestored(t *testing.T, m *testenv.MinIOServer, bucket, prefix string, 
 	if missing > 0 {
 		t.Fatalf("%d of %d acknowledged rows are missing from the restored database (%d rows)", missing, len(a.ids), len(have))
 	}
-	return len(have)
+	return len(have), uint64(res.Pos.TXID)
 }
 
-// gapInBucket reports the first gap in the replica's history (ok=false: none).
-func gapInBucket(t *testing.T, m *testenv.MinIOServer, bucket, prefix string) (from, to uint64, l0 int, ok bool) {
+// gapInBucket reports the first gap in the replica's history (ok=false:
+// none), the level-0 file count and the newest TXID any file holds.
+func gapInBucket(t *testing.T, m *testenv.MinIOServer, bucket, prefix string) (from, to uint64, l0 int, newest uint64, ok bool) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := replicaurl.Open(ctx, m.URL(bucket, prefix))
@@ -182,8 +184,11 @@ func gapInBucket(t *testing.T, m *testenv.MinIOServer, bucket, prefix string) (f
 	for _, l := range levels {
 		files = append(files, l...)
 	}
+	for _, f := range files {
+		newest = max(newest, uint64(f.MaxTXID))
+	}
 	f, tt, ok := restore.Gap(files)
-	return uint64(f), uint64(tt), len(levels[0]), ok
+	return uint64(f), uint64(tt), len(levels[0]), newest, ok
 }
 
 func createT(t *testing.T, base string) {
@@ -224,14 +229,20 @@ func TestServePipelineKill9WithUploadsInFlight(t *testing.T) {
 	ack.mu.Lock()
 	nA := len(ack.ids)
 	ack.mu.Unlock()
-	from, to, l0, gap := gapInBucket(t, m, bucket, "srv")
+	from, to, l0, newest, gap := gapInBucket(t, m, bucket, "srv")
 	t.Logf("killed with %d uploads in flight (at most %d at once); %d rows acknowledged; level 0 holds %d files; gap past the end: %v (TXIDs %d..%d)",
 		held, proxy.maxSeen.Load(), nA, l0, gap, from, to)
 	if nA < 50 {
 		t.Fatalf("only %d writes acknowledged before the kill: the test proves nothing", nA)
 	}
-	restored := checkRestored(t, m, bucket, "srv", ack)
-	t.Logf("after kill -9: %d acknowledged, %d restored (unacknowledged writes that landed count too)", nA, restored)
+	restored, txid := checkRestored(t, m, bucket, "srv", ack)
+	t.Logf("after kill -9: %d acknowledged, %d restored at TXID %d (unacknowledged writes that landed count too)", nA, restored, txid)
+	if gap && txid != from-1 {
+		t.Fatalf("restored TXID %d, want %d: the end of the contiguous history before the gap at %d", txid, from-1, from)
+	}
+	if !gap && txid != newest {
+		t.Fatalf("restored TXID %d, but the bucket's history reaches %d without a gap", txid, newest)
+	}
 
 	// The next holder takes the lease once it expires, cleans up, and writes.
 	b := startServe(t, bin, m.Env(), "-data", t.TempDir(), "-replica", url, "-lease-ttl", "2s", "-upload-pipeline", "8")
@@ -252,11 +263,11 @@ func TestServePipelineKill9WithUploadsInFlight(t *testing.T) {
 	if nAll <= nA {
 		t.Fatalf("the next holder acknowledged nothing\n%s", b.log.String())
 	}
-	if from, to, _, gap := gapInBucket(t, m, bucket, "srv"); gap {
+	if from, to, _, _, gap := gapInBucket(t, m, bucket, "srv"); gap {
 		t.Fatalf("after the next holder's run the replica has a gap at TXIDs %d..%d\n%s", from, to, b.log.String())
 	}
-	restored = checkRestored(t, m, bucket, "srv", ack)
-	t.Logf("after the next holder: %d acknowledged, %d restored, no gap", nAll, restored)
+	restored, txid = checkRestored(t, m, bucket, "srv", ack)
+	t.Logf("after the next holder: %d acknowledged, %d restored at TXID %d, no gap", nAll, restored, txid)
 }
 
 // Another instance takes the lease while the writer has uploads in flight
@@ -329,11 +340,11 @@ func TestServePipelineTakeoverMidPipeline(t *testing.T) {
 	}
 	a.cmd.Process.Kill()
 	<-a.done
-	if from, to, _, gap := gapInBucket(t, m, bucket, "srv"); gap {
+	if from, to, _, _, gap := gapInBucket(t, m, bucket, "srv"); gap {
 		t.Fatalf("the replica has a gap at TXIDs %d..%d\n--- a:\n%s\n--- b:\n%s", from, to, alog, b.log.String())
 	}
-	restored := checkRestored(t, m, bucket, "srv", ack)
-	t.Logf("%d acknowledged before the freeze, %d in all; %d restored, no gap", nPaused, nAll, restored)
+	restored, txid := checkRestored(t, m, bucket, "srv", ack)
+	t.Logf("%d acknowledged before the freeze, %d in all; %d restored at TXID %d, no gap", nPaused, nAll, restored, txid)
 }
 
 // isLevel0 reports whether an S3 request path names a level-0 LTX file
