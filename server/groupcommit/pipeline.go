@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicedb/sluice/engine"
@@ -55,6 +56,7 @@ type pipe struct {
 	room  chan struct{}  // one token per upload in flight
 	acks  chan *shipment // to the acknowledger, in order
 	fail  chan struct{}  // the acknowledger saw a failed upload: retry it
+	ok    atomic.Bool    // the last upload the acknowledger waited for succeeded
 	done  chan struct{}  // the acknowledger has stopped
 }
 
@@ -76,12 +78,20 @@ func (c *Committer) newPipe() *pipe {
 // groups committed meanwhile into pending (they join the next upload).
 func (c *Committer) waitRoom(pending []*group, open bool) ([]*group, bool) {
 	p := c.pipe
+	var tick <-chan time.Time // on a stalled store, answer what waits too long here
+	if c.opts.Stall != nil && c.opts.Durability == Sync {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		var in chan *group
 		if open {
 			in = c.shipCh
 		}
 		select {
+		case <-tick:
+			c.answerPendingOverdue(pending)
 		case p.room <- struct{}{}:
 			if len(p.room) == p.depth {
 				c.pace.start() // full: the writer gathers bigger groups meanwhile
@@ -94,6 +104,31 @@ func (c *Committer) waitRoom(pending []*group, open bool) ([]*group, bool) {
 			}
 			pending = append(pending, g)
 		}
+	}
+}
+
+// answerPendingOverdue answers, while the store is stalled, each request of
+// pending (groups waiting for room in the pipeline) that has waited
+// Options.WriteStallTimeout: COMMITTED_NOT_DURABLE with the bookmark its
+// commit will ship at, as answerOverdue does for an upload's own groups.
+func (c *Committer) answerPendingOverdue(pending []*group) {
+	stall := c.stalled()
+	if stall == nil {
+		return
+	}
+	now := time.Now()
+	for _, g := range pending {
+		kept := g.reqs[:0]
+		for _, r := range g.reqs {
+			if waited := now.Sub(r.queued); waited >= c.opts.WriteStallTimeout {
+				if b, ok := c.bookmarkOf(g); ok {
+					finish(r, b, stalledNotDurable(c.name, b, waited, stall))
+					continue
+				}
+			}
+			kept = append(kept, r)
+		}
+		g.reqs = kept
 	}
 }
 
@@ -138,6 +173,7 @@ func (c *Committer) runAcknowledger(p *pipe) {
 		c.freeRoom()
 		s.release()
 		c.answerShipment(s, pos, err)
+		p.ok.Store(err == nil)
 		if err != nil && !c.fenced.Load() {
 			select {
 			case p.fail <- struct{}{}:

@@ -86,6 +86,15 @@ func (c *Committer) runShipper() {
 				continue
 			}
 		}
+		if c.pipe != nil && retry == nil {
+			select {
+			case <-failed: // an upload failed: start it again after a backoff, as below
+				backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+				retry = time.After(backoff)
+				continue
+			default:
+			}
+		}
 		// Take everything committed so far: one Sync covers it all.
 	drain:
 		for open {
@@ -111,7 +120,7 @@ func (c *Committer) runShipper() {
 			err := c.begin(pending, release)
 			pending = nil
 			if err == nil {
-				if len(failed) == 0 {
+				if c.pipe.ok.Load() {
 					backoff = 0
 				}
 				continue
