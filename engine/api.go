@@ -29,7 +29,9 @@ type Options struct {
 	// TruncatePages: also try a TRUNCATE checkpoint once the WAL file is this
 	// many frames long (default 10000).
 	TruncatePages int
-	// OnShip is called after every successful upload (metrics, compaction).
+	// OnShip is called after every successful upload (metrics, compaction),
+	// in TXID order and only once every earlier file is in the store (with
+	// a pipeline, on the goroutine of the upload that completed the run).
 	// It runs with the DB's lock held: it must not call back into the DB.
 	// body is the file's bytes as uploaded when they are small (64 KiB at
 	// most) and in memory, else nil (compaction keeps them for its merge).
@@ -41,6 +43,14 @@ type Options struct {
 	// long (default 10s); the same file is retried with backoff while the
 	// caller's context lasts (at most uploadAttempts times per call).
 	UploadStall time.Duration
+	// Pipeline is how many uploads Begin keeps in flight at once (at most
+	// MaxPipeline); 0 or 1: one at a time.
+	Pipeline int
+	// RemoveInFlight makes Open delete the files a previous writer had in
+	// flight past a TXID it never landed (replica.InFlightTail), when the
+	// replica's lease was not released; set only by a writer that holds
+	// the lease.
+	RemoveInFlight bool
 }
 
 const (
@@ -62,6 +72,7 @@ func (o Options) withDefaults() Options {
 	if o.UploadStall <= 0 {
 		o.UploadStall = defaultUploadStall
 	}
+	o.Pipeline = min(max(o.Pipeline, 1), MaxPipeline)
 	return o
 }
 

@@ -96,6 +96,14 @@ type DB struct {
 	capMu                          sync.Mutex    // guards capMark, without waiting for mu (held by uploads)
 	capMark                        CaptureMark
 
+	// The pipeline (pipeline.go): files in flight, oldest first, guarded by
+	// plMu, which uploads take without mu.
+	plMu      sync.Mutex
+	flights   []*flight
+	plFenced  error         // a taken name met by an upload in flight
+	plChanged chan struct{} // closed and replaced whenever the pipeline moves
+	plWG      sync.WaitGroup
+
 	stats statCounters
 }
 
@@ -113,8 +121,9 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	}
 	db := &DB{
 		path: path, walPath: path + "-wal", store: store, opts: opts,
-		log:      opts.Logger.With("db", path),
-		walIndex: map[uint32]int64{},
+		log:       opts.Logger.With("db", path),
+		walIndex:  map[uint32]int64{},
+		plChanged: make(chan struct{}),
 	}
 	if db.dbFile, err = os.Open(path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -128,6 +137,10 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	}
 	if f, err := os.Open(path + "-shm"); err == nil {
 		db.shmFile = f
+	}
+	if err := db.removeInFlightTail(ctx); err != nil {
+		db.closeConns()
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	replicaPos, err := replica.LatestPos(ctx, store)
 	if err != nil {
@@ -362,21 +375,21 @@ func (db *DB) usable() error {
 func (db *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if err := db.usable(); err != nil {
-		return db.pos, err
+	if err := db.usableFlights(); err != nil {
+		return db.Pos(), err
 	}
 	if err := db.syncLocked(ctx); err != nil {
-		return db.pos, err
+		return db.Pos(), err
 	}
 	if db.wcur.frames() >= int64(db.opts.CheckpointPages) {
 		if err := db.checkpointLocked(ctx); errors.Is(err, ErrFenced) {
-			return db.pos, err
+			return db.Pos(), err
 		} else if err != nil && time.Since(db.checkpointWarned) >= time.Minute {
 			db.checkpointWarned = time.Now()
 			db.log.Warn("automatic checkpoint failed; retried at each upload, logged at most once a minute", "err", err)
 		}
 	}
-	return db.pos, nil
+	return db.Pos(), nil
 }
 
 // Changed reports whether Sync has anything to upload: a file captured
@@ -390,6 +403,12 @@ func (db *DB) Changed() (bool, error) {
 		return false, err
 	}
 	if db.pending != nil {
+		return true, nil
+	}
+	db.plMu.Lock()
+	inFlight := len(db.flights) > 0
+	db.plMu.Unlock()
+	if inFlight {
 		return true, nil
 	}
 	return db.walChanged()
@@ -470,6 +489,9 @@ func (db *DB) walAheadFromSize(cur cursor, size int64) int64 {
 }
 
 func (db *DB) syncLocked(ctx context.Context) error {
+	if err := db.drainLocked(ctx); err != nil { // the pipeline's files first, then the one pending
+		return err
+	}
 	if err := db.upload(ctx); err != nil {
 		return err
 	}
@@ -535,9 +557,11 @@ func (db *DB) Close(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	if db.fenced == nil {
+	if db.usableFlights() == nil {
 		err = db.syncLocked(ctx)
 	}
+	db.plWG.Wait() // no upload in flight touches the position file once it is closed
+	db.dropFlights()
 	db.closeConns()
 	db.dropPending()
 	db.closed = true

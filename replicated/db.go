@@ -31,6 +31,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		Logger:       c.opts.Logger,
 		RequireMatch: opts.RequireMatch,
 		OnShip:       c.shipped,
+		Pipeline:     pipeline(opts),
+		// Only a lease holder pipelines, and it cleans up after a previous
+		// holder's uploads in flight (engine.Options.RemoveInFlight).
+		RemoveInFlight: opts.Lease != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -110,4 +114,48 @@ func (d *DB) Close(ctx context.Context, forget bool) error {
 func (d *DB) CloseKeepLease(ctx context.Context) error {
 	d.core.keepLease.Store(true)
 	return d.Close(ctx, true)
+}
+
+// Begin captures what is committed and starts its upload without waiting
+// for the uploads in flight (engine.DB.Begin, Options.Pipeline of them at
+// most). wait answers like Sync: once that file and every earlier one are
+// in the store, with lease.ErrLate if the lease's deadline passed before,
+// and only once the position is restorable (heal.go).
+func (d *DB) Begin(ctx context.Context) (wait func(context.Context) (ltx.Pos, error), err error) {
+	before := d.eng.Pos()
+	f, err := d.eng.Begin(ctx)
+	if err != nil {
+		if errors.Is(err, engine.ErrFenced) && d.core.opts.Lease != nil {
+			d.core.historyTaken(err)
+		}
+		return nil, err
+	}
+	return func(ctx context.Context) (ltx.Pos, error) {
+		pos, err := f.Wait(ctx)
+		if l := d.core.opts.Lease; l != nil {
+			if errors.Is(err, engine.ErrFenced) {
+				d.core.historyTaken(err)
+			} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
+				err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
+			}
+		}
+		if err == nil {
+			err = d.core.restorable(ctx, pos)
+		}
+		return pos, err
+	}, nil
+}
+
+// Pipelined reports whether Begin keeps more than one upload in flight.
+func (d *DB) Pipelined() bool { return d.eng.Pipelined() }
+
+// pipeline is the engine's pipeline depth: only a writer holding a lease
+// keeps several uploads in flight, since only a lease that was not released
+// tells a reader that the newest files may be uploads in flight past a
+// missing TXID rather than damage (replica.LeaseOpen).
+func pipeline(opts Options) int {
+	if opts.Lease == nil {
+		return 1
+	}
+	return opts.Pipeline
 }

@@ -71,6 +71,9 @@ type Options struct {
 	// Damage, if set, hears of damaged objects found in the replica and of
 	// their healing (see heal.go).
 	Damage DamageReporter
+	// Pipeline is how many uploads DB.Begin keeps in flight at once
+	// (engine.Options.Pipeline); 0 or 1: one at a time.
+	Pipeline int
 }
 
 // Compaction says how a replica is compacted.

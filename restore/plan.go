@@ -67,6 +67,11 @@ func list(ctx context.Context, store replica.Store, opts Options) (files []repli
 	if err != nil {
 		return nil, 0, false, err
 	}
+	if opts.TXID == 0 && opts.Timestamp.IsZero() {
+		if levels, err = dropInFlight(ctx, levels, store, opts); err != nil {
+			return nil, 0, false, err
+		}
+	}
 	files = flatten(levels)
 	if len(files) == 0 {
 		return nil, 0, false, fmt.Errorf("%s: %w", store, ErrNoReplica)

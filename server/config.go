@@ -104,6 +104,10 @@ type Group struct {
 	// to share an upload with the writes that follow (default 0: upload at
 	// once). Fewer PUTs for a few milliseconds of latency.
 	CommitWindow Duration `yaml:"commit-window"`
+	// UploadPipeline: uploads of one database in flight at once, each
+	// write answered once its own and every earlier one succeeded
+	// (default 8; 1: one at a time).
+	UploadPipeline int `yaml:"upload-pipeline"`
 }
 
 // Hrana tunes interactive streams.

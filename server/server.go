@@ -110,6 +110,9 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	if cfg.Group.CommitWindow < 0 || time.Duration(cfg.Group.CommitWindow) > time.Second {
 		return nil, fmt.Errorf("commit window %s: give a duration from 0 to 1s, such as 5ms (0: upload at once)", time.Duration(cfg.Group.CommitWindow))
 	}
+	if cfg.Group.UploadPipeline < 0 || cfg.Group.UploadPipeline > replica.MaxInFlight {
+		return nil, fmt.Errorf("upload pipeline %d: give 1 to %d uploads in flight per database, or 0 for the default (%d)", cfg.Group.UploadPipeline, replica.MaxInFlight, dbhost.DefaultUploadPipeline)
+	}
 	if cfg.Limits.MaxConcurrentUploads < 0 {
 		return nil, fmt.Errorf("max-concurrent-uploads %d: use a positive number, or 0 for the default (%d)", cfg.Limits.MaxConcurrentUploads, dbhost.DefaultMaxUploads)
 	}
@@ -188,6 +191,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),
 		CommitWindow:      time.Duration(cfg.Group.CommitWindow),
 		MaxUploads:        cfg.Limits.MaxConcurrentUploads,
+		UploadPipeline:    cfg.Group.UploadPipeline,
 		Stall:             s.watch,
 		WriteStallTimeout: time.Duration(cfg.WriteStallTimeout),
 		IdleWriteTimeout:  time.Duration(cfg.Limits.IdleWriteTimeout),

@@ -147,6 +147,7 @@ func bindServeFlags(fs *flag.FlagSet, def server.Config) *configFlags {
 	flags.Duration("database-idle-timeout", time.Minute, "close a database unused this long (reopened on demand without a restore; negative: never)", func(c *server.Config) *server.Duration { return &c.Limits.DatabaseIdleTimeout }, nil)
 	flags.Size("max-body-size", "largest request body (e.g. 8MiB; default 8MiB)", func(c *server.Config) *units.Size { return &c.Limits.MaxBodyBytes })
 	flags.Duration("commit-window", 0, "a sync write may wait up to this long after its commit to share an upload (e.g. 5ms: fewer PUTs, a little more latency; 0: upload at once)", func(c *server.Config) *server.Duration { return &c.Group.CommitWindow }, positiveOrZero("upload at once"))
+	flags.Int("upload-pipeline", 0, "uploads of one database in flight at once; each write is answered once its own upload and every earlier one succeeded (0: the default, 8; 1: one at a time)", func(c *server.Config) *int { return &c.Group.UploadPipeline }, countOrDefault)
 	flags.Int("max-concurrent-uploads", 0, "uploads in flight across every database; a database waiting for one keeps growing its next upload (0: the default, 16)", func(c *server.Config) *int { return &c.Limits.MaxConcurrentUploads }, countOrDefault)
 	serveLimitFlags(flags)
 	isolationFlags(flags)

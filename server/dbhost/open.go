@@ -132,7 +132,7 @@ func (h *Host) start(ctx context.Context, name, path string, store replica.Store
 		Name: name, Writer: db.writer, Replica: rep, ReplicaName: store.String(), Logger: log,
 		Observer: h.opts.Observer, Durability: h.opts.Durability,
 		MaxGroupRequests: h.opts.MaxGroupRequests, UploadTimeout: h.opts.UploadTimeout,
-		CommitWindow: h.opts.CommitWindow, Uploads: h.uploads,
+		CommitWindow: h.opts.CommitWindow, Uploads: h.uploads, Pipeline: h.opts.UploadPipeline,
 		ExternalPoll: h.opts.ExternalPoll, IdempotencyWindow: h.opts.IdempotencyWindow,
 		Stall: h.opts.Stall, WriteStallTimeout: h.opts.WriteStallTimeout,
 		Turn: db.turn,

@@ -81,6 +81,10 @@ type Options struct {
 	// database; a database waiting for a slot keeps growing its next upload
 	// [DefaultMaxUploads]; < 0: no bound.
 	MaxUploads int
+	// UploadPipeline is how many uploads of one database may be in flight
+	// at once, each write acknowledged once its own upload and every
+	// earlier one succeeded [DefaultUploadPipeline]; 1: one at a time.
+	UploadPipeline int
 	// Stall, if set, learns of every write-path upload and says when the
 	// store stopped answering: sync writes are then refused before they run
 	// (groupcommit.Options.Stall). The server passes its readiness watch.
@@ -94,6 +98,12 @@ type Options struct {
 // a remote store's round trips overlapped, few enough that a local one is not
 // flooded with small PUTs from many databases at once.
 const DefaultMaxUploads = 16
+
+// DefaultUploadPipeline is Options.UploadPipeline unless configured: at a
+// bucket's tens of milliseconds per PUT, enough uploads in flight for a
+// write to wait about one PUT under load, and half of DefaultMaxUploads so
+// one busy database leaves slots to the others.
+const DefaultUploadPipeline = 8
 
 // Defaults of Options' isolation settings: short enough that another
 // client's writes wait well under a second behind a transaction someone
@@ -140,6 +150,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ExternalPoll == 0 {
 		o.ExternalPoll = time.Second
+	}
+	if o.UploadPipeline <= 0 {
+		o.UploadPipeline = DefaultUploadPipeline
 	}
 	if o.MaxUploads == 0 {
 		o.MaxUploads = DefaultMaxUploads

@@ -43,6 +43,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		RequireMatch: h.opts.Durability == groupcommit.Sync,
 		Compaction:   h.opts.Replication.Compaction,
 		Damage:       h.opts.Damage,
+		Pipeline:     h.opts.UploadPipeline,
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
 				h.opts.Observer.Shipped(db.name, f)

@@ -100,6 +100,9 @@ type Options struct {
 	// Turn, if set, orders the write groups with the database's interactive
 	// sessions that write: each group takes it for its transaction.
 	Turn *Turn
+	// Pipeline is how many uploads may be in flight at once when the
+	// Replica is a PipelinedReplica (pipeline.go); <= 1: one at a time.
+	Pipeline int
 }
 
 // ErrClosed answers a Submit made after Close began.
@@ -118,6 +121,7 @@ type Committer struct {
 	shipCh  chan *group
 	pace    uploadPace    // lets the writer group requests while an upload runs
 	done    chan struct{} // closed when the writer and shipper have stopped
+	pipe    *pipe         // nil: one upload at a time
 
 	fenced atomic.Bool
 
@@ -127,6 +131,8 @@ type Committer struct {
 	groupsBegun, groupsEnded atomic.Uint64
 
 	lossMu          sync.Mutex
+	owed            int       // groups of failed pipelined uploads, shipped by the next success
+	failLogged      string    // the pipelined upload failure last logged (one line per cause)
 	unshipped       int       // commits not yet accepted by the store
 	oldestUnshipped time.Time // when the oldest of them committed
 
@@ -176,6 +182,7 @@ func New(opts Options) *Committer {
 		writeCh: make(chan *writeReq, 4*opts.MaxGroupRequests),
 		shipCh:  make(chan *group, 1024),
 		done:    make(chan struct{})}
+	c.pipe = c.newPipe()
 	go c.runWriter()
 	go c.runShipper()
 	return c
@@ -238,7 +245,7 @@ func (c *Committer) Fence() { c.fenced.Store(true) }
 // Busy reports whether requests are queued, groups wait to ship or an
 // upload runs.
 func (c *Committer) Busy() bool {
-	return c.Queued() > 0 || len(c.shipCh) > 0 || c.pace.uploading.Load()
+	return c.Queued() > 0 || len(c.shipCh) > 0 || c.pace.uploading.Load() || (c.pipe != nil && len(c.pipe.room) > 0)
 }
 
 // Queued is the number of requests waiting for the writer.

@@ -28,6 +28,13 @@ import (
 // (shipExternal), so they reach the replica without waiting for an API write.
 func (c *Committer) runShipper() {
 	defer close(c.done)
+	if c.pipe != nil {
+		defer func() { close(c.pipe.acks); <-c.pipe.done }()
+	}
+	var failed <-chan struct{} // a pipelined upload failed: start it again
+	if c.pipe != nil {
+		failed = c.pipe.fail
+	}
 	var pending []*group
 	backoff := time.Duration(0)
 	var retry <-chan time.Time
@@ -50,7 +57,7 @@ func (c *Committer) runShipper() {
 				// While a group of the writer's own is running or queued, the
 				// change is most likely its commit, which ships with it.
 				mark, idle := c.writerIdle()
-				if len(pending) == 0 && idle && !c.fenced.Load() && c.externalChanged() {
+				if len(pending) == 0 && idle && c.pipeIdle() && !c.fenced.Load() && c.externalChanged() {
 					var release func()
 					release, pending, open = c.waitSlot(pending, open)
 					externalFailing = c.shipExternal(externalFailing, mark)
@@ -71,6 +78,21 @@ func (c *Committer) runShipper() {
 				}
 			case <-retry:
 				retry = nil
+			case <-failed:
+				if retry == nil { // start the failed upload again, with backoff
+					backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+					retry = time.After(backoff)
+				}
+				continue
+			}
+		}
+		if c.pipe != nil && retry == nil {
+			select {
+			case <-failed: // an upload failed: start it again after a backoff, as below
+				backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+				retry = time.After(backoff)
+				continue
+			default:
 			}
 		}
 		// Take everything committed so far: one Sync covers it all.
@@ -93,6 +115,22 @@ func (c *Committer) runShipper() {
 		pending, open = c.waitWindow(pending, open)
 		var release func()
 		release, pending, open = c.waitSlot(pending, open)
+		if c.pipe != nil {
+			pending, open = c.waitRoom(pending, open)
+			err := c.begin(pending, release)
+			pending = nil
+			if err == nil {
+				if c.pipe.ok.Load() {
+					backoff = 0
+				}
+				continue
+			}
+			if !c.fenced.Load() && open {
+				backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+				retry = time.After(backoff)
+			}
+			continue
+		}
 		c.pace.start()
 		err := c.ship(pending)
 		c.pace.end()

@@ -80,6 +80,18 @@ func (c *Committer) captured() ltx.TXID {
 // returns those groups, for the next upload, and whether shipCh was closed;
 // answered requests are dropped from their group.
 func (c *Committer) answerOverdue(groups []*group, txid ltx.TXID) (stop func() ([]*group, bool)) {
+	return c.overdue(groups, txid, true)
+}
+
+// answerOverdueOwn is answerOverdue for an upload in a pipeline: the
+// shipper keeps taking the groups committed meanwhile, so only groups'
+// own requests are answered.
+func (c *Committer) answerOverdueOwn(groups []*group, txid ltx.TXID) (stop func()) {
+	s := c.overdue(groups, txid, false)
+	return func() { s() }
+}
+
+func (c *Committer) overdue(groups []*group, txid ltx.TXID, carry bool) (stop func() ([]*group, bool)) {
 	wait := c.opts.WriteStallTimeout
 	if c.opts.Stall == nil || c.opts.Durability != Sync || wait <= 0 {
 		return func() ([]*group, bool) { return nil, false }
@@ -113,7 +125,7 @@ func (c *Committer) answerOverdue(groups []*group, txid ltx.TXID) (stop func() (
 			now := time.Now()
 			stall := c.stalled()
 		drain:
-			for stall != nil && !closed {
+			for carry && stall != nil && !closed {
 				select {
 				case g, ok := <-c.shipCh:
 					if !ok {
