@@ -188,6 +188,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		WriteStallTimeout: time.Duration(cfg.WriteStallTimeout),
 		IdleWriteTimeout:  time.Duration(cfg.Limits.IdleWriteTimeout),
 		PinnedSessionIdle: time.Duration(cfg.Limits.PinnedSessionIdle),
+		ColdOpen:          coldOpenOptions(cfg),
 	})
 	if err != nil {
 		s.compact.stop()

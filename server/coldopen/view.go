@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -82,6 +83,8 @@ type View struct {
 	inflight map[uint32]chan struct{}
 
 	reads, hits, misses, fetched, evictions atomic.Int64
+	failures                                atomic.Int64 // fetches that failed
+	lastFailure                             atomic.Pointer[error]
 }
 
 type cached struct {
@@ -131,9 +134,16 @@ func (v *View) Read(ctx context.Context, fn func(sqlconn.Conn) error) error {
 	}
 	defer func() { v.readers <- h }()
 	v.reads.Add(1)
+	failed := v.failures.Load()
 	err := h.Call(fn)
 	if !h.Autocommit() {
 		_ = h.Run("ROLLBACK")
+	}
+	if err != nil && v.failures.Load() != failed {
+		// SQLite saw a disk I/O error; say what it was.
+		if last := v.lastFailure.Load(); last != nil {
+			return dberr.New(dberr.CodeUnavailable, "reading the database's pages from the bucket failed (it is not restored yet): "+(*last).Error()+"; retry")
+		}
 	}
 	return err
 }
@@ -185,6 +195,10 @@ func (v *View) page(pgno uint32) ([]byte, error) {
 		v.mu.Unlock()
 		v.misses.Add(1)
 		page, err := v.fetch(pgno)
+		if err != nil {
+			v.lastFailure.Store(&err)
+			v.failures.Add(1)
+		}
 		v.mu.Lock()
 		delete(v.inflight, pgno)
 		v.mu.Unlock()

@@ -81,7 +81,9 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	unlock := h.lock(name)
 	defer unlock()
+	h.stopCold(name)
 	h.mu.Lock()
+	delete(h.noCold, name)
 	db := h.dbs[name]
 	delete(h.dbs, name)
 	h.mu.Unlock()

@@ -1,0 +1,277 @@
+package dbhost
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/replica"
+	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/coldopen"
+	"github.com/sluicedb/sluice/server/dberr"
+	"github.com/sluicedb/sluice/server/sqlconn"
+)
+
+// coldDB is a database that exists only in the bucket, opened before it is
+// restored (cold open): reads run at once on a coldopen.View of the
+// replica's newest state, fetching only the pages they touch, while the
+// usual restore (hydration) writes the local file in the background
+// (through a temp file renamed into place, so a crash leaves no file that
+// looks complete). Writes and sessions wait for hydration, then run on the
+// database opened from that file, as does every request after the hand-over.
+//
+// This instance holds the database's lease throughout (when leases are on),
+// so nobody writes the replica meanwhile: the view and the restored file are
+// the same state, and each request runs wholly on one of them.
+type coldDB struct {
+	h       *Host
+	name    string
+	view    *coldopen.View
+	pages   *restore.Pages
+	log     *slog.Logger
+	opened  time.Time
+	release func() // the lease, until the hand-over
+	cancel  context.CancelFunc
+
+	mu   sync.RWMutex // reads on the view hold it shared; the hand-over takes it
+	over bool         // the view is closed: requests go to the host
+
+	done chan struct{} // closed once hydration ended, handed over or failed
+	err  error         // why it failed; set before done closes
+
+	firstOnce sync.Once
+}
+
+func (c *coldDB) Name() string { return c.name }
+
+// Bookmark is the TXID of the state the view shows.
+func (c *coldDB) Bookmark() Bookmark { return Bookmark(c.pages.TXID()) }
+
+func (c *coldDB) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
+	c.mu.RLock()
+	if !c.over {
+		defer c.mu.RUnlock()
+		err := c.view.Read(ctx, fn)
+		c.firstOnce.Do(func() {
+			st := c.view.Stats()
+			c.log.Info("cold open: first read answered before the restore finished", "took", time.Since(c.opened),
+				"requests", st.Requests, "bytes", st.Bytes, "pages_fetched", st.Fetched)
+		})
+		return c.Bookmark(), err
+	}
+	c.mu.RUnlock()
+	db, err := c.hydrated(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return db.Read(ctx, fn)
+}
+
+// Write waits for hydration: a write runs on the restored file, as always.
+func (c *coldDB) Write(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
+	db, err := c.hydrated(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return db.Write(ctx, fn)
+}
+
+// Session waits for hydration: a session runs on a connection of the
+// restored file.
+func (c *coldDB) Session(ctx context.Context) (Session, error) {
+	db, err := c.hydrated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return db.Session(ctx)
+}
+
+// hydrated waits for the hand-over and returns the database opened from
+// the restored file.
+func (c *coldDB) hydrated(ctx context.Context) (Database, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, sqlconn.Translate(ctx.Err())
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.h.Get(ctx, c.name)
+}
+
+// coldFor returns name's database while it is cold-opened.
+func (h *Host) coldFor(name string) *coldDB {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cold[name]
+}
+
+// openCold opens name on demand if it has no local file and its replica
+// holds a state (the caller holds its lock); nil, nil: not cold (a local
+// file, an empty replica, cold open off, or the state could not be read
+// page by page: the caller restores it whole, which reports any damage).
+func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
+	if h.opts.ColdOpen == nil {
+		return nil, nil
+	}
+	h.mu.Lock()
+	refused := h.noCold[name]
+	h.mu.Unlock()
+	if refused { // its last restore failed: restore it whole, which reports why
+		return nil, nil
+	}
+	path := h.path(name)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	store := replica.Sub(h.opts.Store, name)
+	log := h.opts.Logger.With("db", name)
+	release := func() {}
+	if h.leases != nil { // before reading: nobody writes the replica while the view shows it
+		var err error
+		if release, err = h.acquireLease(ctx, name, store); err != nil {
+			return nil, err
+		}
+		if h.opts.OnWriterOpening != nil {
+			h.opts.OnWriterOpening(name)
+		}
+	}
+	start := time.Now()
+	pages, err := restore.OpenPages(ctx, store, restore.Options{})
+	if err == nil && pages.Size() == 0 {
+		err = restore.ErrNoReplica
+	}
+	var view *coldopen.View
+	if err == nil {
+		view, err = coldopen.Open(pages, *h.opts.ColdOpen)
+	}
+	if err != nil {
+		if !errors.Is(err, restore.ErrNoReplica) && ctx.Err() == nil {
+			log.Warn("cold open: cannot read the replica page by page; restoring it whole before answering", "err", err)
+		}
+		release()
+		return nil, nil
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start, release: release,
+		cancel: cancel, done: make(chan struct{})}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		cancel()
+		view.Close()
+		release()
+		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
+	}
+	if h.cold == nil {
+		h.cold = map[string]*coldDB{}
+	}
+	h.cold[name] = c
+	h.mu.Unlock()
+	st := view.Stats()
+	log.Info("cold open: answering reads on demand while the database is restored", "txid", uint64(pages.TXID()),
+		"bytes", pages.Size(), "files", pages.Files(), "requests", st.Requests, "fetched_bytes", st.Bytes, "took", time.Since(start))
+	go c.hydrate(hctx, store, path)
+	return c, nil
+}
+
+// hydrate restores the local file, then hands over under the name lock:
+// the view is closed once the reads on it ended, the database is opened
+// from the file, and only then does the host return it for name.
+func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) {
+	h := c.h
+	start := time.Now()
+	restored, err := h.restore(ctx, store, path, c.log)
+	if err == nil && !restored {
+		err = dberr.ForDatabase(dberr.CodeUnavailable, c.name, "database "+quote(c.name)+": its replica was emptied while it was restored; retry")
+	}
+	var unlock func()
+	if err == nil {
+		// Not h.lock: Delete and Close hold the name while they wait for us.
+		for unlock == nil && ctx.Err() == nil {
+			if u, ok := h.tryLock(c.name); ok {
+				unlock = u
+			} else {
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}
+	if (err == nil && h.isClosed()) || (ctx.Err() != nil) {
+		err = dberr.ForDatabase(dberr.CodeUnavailable, c.name, "database "+quote(c.name)+": closed while it was restored; retry")
+	}
+	c.mu.Lock() // waits for the reads on the view
+	c.over = true
+	c.mu.Unlock()
+	st := c.view.Stats()
+	c.view.Close()
+	if err == nil {
+		var db *database
+		if db, err = h.start(ctx, c.name, path, store, c.log); err == nil && uint64(db.rep.Pos().TXID) != uint64(c.pages.TXID()) {
+			c.log.Warn("cold open: the restored file is at another TXID than the reads served before it", "served", uint64(c.pages.TXID()), "restored", uint64(db.rep.Pos().TXID))
+		}
+	}
+	if unlock != nil {
+		unlock()
+	}
+	if err != nil && ctx.Err() == nil && !h.isClosed() {
+		h.mu.Lock()
+		if h.noCold == nil {
+			h.noCold = map[string]bool{}
+		}
+		h.noCold[c.name] = true
+		h.mu.Unlock()
+	}
+	if err != nil {
+		c.release()
+		c.log.Warn("cold open: restore did not complete; the database is not open", "err", err, "took", time.Since(start))
+	} else {
+		c.log.Info("cold open: restored; requests now use the local file", "reads_on_demand", st.Reads,
+			"cache_hits", st.Hits, "cache_misses", st.Misses, "pages_fetched", st.Fetched, "requests", st.Requests,
+			"fetched_bytes", st.Bytes, "bytes", c.pages.Size(), "restore_took", time.Since(start), "since_open", time.Since(c.opened))
+	}
+	c.err = err
+	h.mu.Lock()
+	if h.cold[c.name] == c {
+		delete(h.cold, c.name)
+	}
+	h.mu.Unlock()
+	close(c.done)
+}
+
+// stopCold cancels name's hydration, if any, and waits for it to end.
+func (h *Host) stopCold(name string) {
+	if c := h.coldFor(name); c != nil {
+		c.cancel()
+		<-c.done
+	}
+}
+
+// stopColds cancels every hydration (Close) and waits for them.
+func (h *Host) stopColds() {
+	h.mu.Lock()
+	var all []*coldDB
+	for _, c := range h.cold {
+		all = append(all, c)
+	}
+	h.mu.Unlock()
+	for _, c := range all {
+		c.cancel()
+		<-c.done
+	}
+}
+
+// getCold is openCold as a Database: nil (not a typed nil) when not cold.
+func (h *Host) getCold(ctx context.Context, name string) (Database, error) {
+	if c := h.coldFor(name); c != nil {
+		return c, nil
+	}
+	c, err := h.openCold(ctx, name)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return c, nil
+}
