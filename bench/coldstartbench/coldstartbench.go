@@ -445,4 +445,3 @@ func msList(ds []time.Duration) string {
 	}
 	return strings.Join(parts, " ") + " ms"
 }
-
