@@ -121,6 +121,30 @@ func TestColdOpenAnswersBeforeRestoreFinishes(t *testing.T) {
 	if !strings.Contains(p.out.String(), "cold open: first read answered") {
 		t.Fatalf("the restarted server did not answer through a cold open:\n%s", lastLines(p.out.String(), 20))
 	}
+
+	// SIGTERM in the middle of the restore: the server stops promptly,
+	// cancelling it, and leaves nothing at the database's path.
+	if strings.Contains(p.out.String(), "cold open: restored") {
+		t.Fatal("the restore finished before the SIGTERM: the test proves nothing")
+	}
+	termAt := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM in the middle of a cold open's restore:\n%s", err, lastLines(p.out.String(), 20))
+	}
+	t.Logf("SIGTERM in the middle of the restore: exited in %s", time.Since(termAt).Round(time.Millisecond))
+	if strings.Contains(p.out.String(), "cold open: restored") {
+		t.Fatal("the restore finished before the SIGTERM took effect: the test proves nothing")
+	}
+	if left, _ := filepath.Glob(filepath.Join(data, "*.db*")); len(left) != 0 {
+		t.Fatalf("files left at the database's path after SIGTERM: %v", left)
+	}
+
+	// Started again (the lease was released): answers, finishes the restore.
+	p = serve()
+	if got := coldQuery(t, base, "SELECT id, v FROM t WHERE k = 'key-31337'"); got != want["byKey"] {
+		t.Fatalf("point query after the SIGTERM: %s, want %s", got, want["byKey"])
+	}
 	waitUntil(t, 3*time.Minute, func() bool { return strings.Contains(p.out.String(), "cold open: restored") }, p)
 	if got := coldQuery(t, base, fmt.Sprintf("SELECT count(*) || ' ' || sum(id) FROM t WHERE id BETWEEN %d AND %d", id, id+99)); got != want["range"] {
 		t.Fatalf("range query after the hand-over: %s, want %s", got, want["range"])

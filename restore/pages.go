@@ -33,6 +33,12 @@ type Pages struct {
 	txid     ltx.TXID
 	loc      []pageLoc // loc[pgno]; index 0 unused
 
+	// head: the base snapshot's first bytes, read beside the page indexes
+	// (SQLite reads page 1 and the schema's first pages before anything)
+	// until Warm hands them over.
+	headMu sync.Mutex
+	head   []byte
+
 	requests, bytes atomic.Int64
 }
 
@@ -49,9 +55,11 @@ const wholeBudget = 8 << 20
 
 // OpenPages plans the state opts names (as Restore would), reads the
 // planned files' page indexes and the newest file's header, in parallel,
-// and returns the state's page map. Its cost: one LIST, and one or two
-// range reads per planned file. An empty replica matches ErrNoReplica.
-func OpenPages(ctx context.Context, store replica.Store, opts Options) (*Pages, error) {
+// and returns the state's page map. Its cost: the LISTs of a plan, and one
+// or two range reads per planned file; with head > 0 also the first head
+// bytes of the base snapshot, in parallel (see Warm). An empty replica
+// matches ErrNoReplica.
+func OpenPages(ctx context.Context, store replica.Store, opts Options, head int64) (*Pages, error) {
 	plan, err := Plan(ctx, store, opts)
 	if err != nil {
 		return nil, err
@@ -70,6 +78,14 @@ func OpenPages(ctx context.Context, store replica.Store, opts Options) (*Pages, 
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			idx[i], p.whole[i], errs[i] = p.readIndex(ctx, plan[i])
+		}()
+	}
+	if base := plan[0]; base.Size > indexTail && head > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Best effort: pages not read here are fetched when asked for.
+			p.head, _ = p.get(ctx, base, 0, min(head, base.Size))
 		}()
 	}
 	wg.Add(1)
@@ -163,14 +179,42 @@ func (p *Pages) Fetch(ctx context.Context, pgno uint32, ahead int64, fn func(pgn
 			return fmt.Errorf("read page %d from %s in %s: %w", pgno, f.Key, p.store, err)
 		}
 	}
+	got, err := p.decodeRun(buf, l.file, l.off, pgno, fn)
+	if err != nil {
+		return err
+	}
+	if !got {
+		return fmt.Errorf("page %d not found at offset %d of %s (%s): %w", pgno, l.off, f.Key, p.store, errDamagedReplica)
+	}
+	return nil
+}
+
+// Warm calls fn with the pages read with the page indexes (the start of the
+// base snapshot, see OpenPages' head) that are their pages' newest
+// versions, once; it reads nothing.
+func (p *Pages) Warm(fn func(pgno uint32, page []byte)) {
+	p.headMu.Lock()
+	head := p.head
+	p.head = nil
+	p.headMu.Unlock()
+	if len(head) > ltx.HeaderSize {
+		_, _ = p.decodeRun(head[ltx.HeaderSize:], 0, ltx.HeaderSize, 0, fn)
+	}
+}
+
+// decodeRun decodes the page frames in buf, which starts at offset off of
+// file k, and calls fn with each one that is its page's newest version; it
+// stops at the first frame cut off by buf's end. want (0: none) must be the
+// first frame: got says it was decoded, and an error is its failure.
+func (p *Pages) decodeRun(buf []byte, k int32, off int64, want uint32, fn func(pgno uint32, page []byte)) (got bool, err error) {
+	f := p.files[k]
 	page := make([]byte, p.pageSize)
-	got := false
 	for pos := int64(0); pos+ltx.PageHeaderSize <= int64(len(buf)); {
 		var ph ltx.PageHeader
 		if err := ph.UnmarshalBinary(buf[pos : pos+ltx.PageHeaderSize]); err != nil || ph.IsZero() {
 			break
 		}
-		mine := ph.Pgno <= p.commit && p.loc[ph.Pgno].file == l.file && p.loc[ph.Pgno].off == l.off+pos
+		mine := ph.Pgno <= p.commit && p.loc[ph.Pgno].file == k && p.loc[ph.Pgno].off == off+pos
 		var next int64
 		if ph.Flags&ltx.PageHeaderFlagSize == 0 { // legacy: an LZ4 frame, its length only in the index
 			if !mine {
@@ -181,8 +225,8 @@ func (p *Pages) Fetch(ctx context.Context, pgno uint32, ahead int64, fn func(pgn
 				break
 			}
 			if _, err := io.ReadFull(lz4.NewReader(bytes.NewReader(buf[pos+ltx.PageHeaderSize:next])), page); err != nil {
-				if ph.Pgno == pgno {
-					return fmt.Errorf("page %d in %s (%s): decompress: %w", pgno, f.Key, p.store, err)
+				if ph.Pgno == want {
+					return false, fmt.Errorf("page %d in %s (%s): decompress: %w", want, f.Key, p.store, err)
 				}
 				break
 			}
@@ -198,26 +242,23 @@ func (p *Pages) Fetch(ctx context.Context, pgno uint32, ahead int64, fn func(pgn
 			if mine {
 				m, err := lz4.UncompressBlock(buf[pos+ltx.PageHeaderSize+4:next], page)
 				if err != nil || m != len(page) {
-					if ph.Pgno == pgno {
-						return fmt.Errorf("page %d in %s (%s): decompressed %d bytes of %d: %v: %w", pgno, f.Key, p.store, m, len(page), err, errDamagedReplica)
+					if ph.Pgno == want {
+						return false, fmt.Errorf("page %d in %s (%s): decompressed %d bytes of %d: %v: %w", want, f.Key, p.store, m, len(page), err, errDamagedReplica)
 					}
 					break
 				}
 			}
 		}
 		if mine {
-			got = got || ph.Pgno == pgno
+			got = got || ph.Pgno == want
 			fn(ph.Pgno, page)
 		}
-		if !got { // the asked-for page is the range's first
+		if want != 0 && !got { // the asked-for page is the range's first
 			break
 		}
 		pos = next
 	}
-	if !got {
-		return fmt.Errorf("page %d not found at offset %d of %s (%s): %w", pgno, l.off, f.Key, p.store, errDamagedReplica)
-	}
-	return nil
+	return got, nil
 }
 
 // get is one counted range read.

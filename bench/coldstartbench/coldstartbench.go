@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	say("%-7s %8s | %9s %9s | %9s %9s | %9s %9s | %s", "size", "db MB", "1st point", "range", "restore", "1 GET", "hydrated", "bound", "cold-open fetch")
 	for _, r := range results {
 		bound := 100*time.Millisecond + 3*r.getLatency
-		say("%-7s %8.1f | %9s %9s | %9s %9s | %9s %9s | %d range reads + 1 LIST, %.2f MB",
+		say("%-7s %8.1f | %9s %9s | %9s %9s | %9s %9s | %d range reads + 2 LISTs, %.2f MB",
 			r.label, float64(r.dbBytes)/1e6, ms(median(r.point)), ms(median(r.rng)), ms(median(r.restore)), ms(median(r.get)),
 			ms(median(r.hydrate)), ms(bound), medianInt(r.requests), float64(medianInt(r.fetched))/1e6)
 	}
@@ -193,6 +193,7 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, dir, label str
 }
 
 var (
+	opened    = regexp.MustCompile(`cold open: answering reads.*lease_took=(\S+) took=(\S+)`)
 	firstRead = regexp.MustCompile(`cold open: first read answered.*requests=(\d+) bytes=(\d+)`)
 	restored  = regexp.MustCompile(`cold open: restored.*restore_took=(\S+)`)
 )
@@ -255,6 +256,9 @@ func coldOpen(ctx context.Context, bin string, env []string, replicaURL, data st
 	rng = time.Since(start)
 	out := logs.String()
 	hydrated = strings.Contains(out, "cold open: restored")
+	if mm := opened.FindStringSubmatch(out); mm != nil && os.Getenv("COLDSTART_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "  point %s: lease %s, view open %s\n", point.Round(time.Millisecond), mm[1], mm[2])
+	}
 	if mm := firstRead.FindStringSubmatch(out); mm != nil {
 		requests, _ = strconv.ParseInt(mm[1], 10, 64)
 		fetched, _ = strconv.ParseInt(mm[2], 10, 64)

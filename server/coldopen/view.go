@@ -107,6 +107,7 @@ func Open(pages *restore.Pages, opts Options) (*View, error) {
 		cache:    map[uint32]*list.Element{},
 		inflight: map[uint32]chan struct{}{},
 		readers:  make(chan *sqlconn.Handle, opts.ReadConns)}
+	pages.Warm(func(n uint32, page []byte) { v.fetched.Add(1); v.put(n, v.prepare(n, page)) })
 	views.Store(v.file, v)
 	uri := "file:/" + v.file + "?vfs=" + url.QueryEscape(name) + "&immutable=1"
 	for range opts.ReadConns {
@@ -212,13 +213,7 @@ func (v *View) fetch(pgno uint32) ([]byte, error) {
 	defer cancel()
 	var want []byte
 	err := v.pages.Fetch(ctx, pgno, v.opts.ReadAhead, func(n uint32, page []byte) {
-		b := append([]byte(nil), page...)
-		if n == 1 {
-			// SQLite's file format read/write versions: 1 (rollback journal)
-			// instead of 2 (WAL), since this VFS has no shared memory and no
-			// WAL; nothing a query returns depends on them.
-			b[18], b[19] = 1, 1
-		}
+		b := v.prepare(n, page)
 		if n == pgno {
 			want = b
 		}
@@ -226,6 +221,17 @@ func (v *View) fetch(pgno uint32) ([]byte, error) {
 		v.put(n, b)
 	})
 	return want, err
+}
+
+// prepare copies page n for the cache. Page 1 says SQLite's file format
+// read/write versions are 1 (rollback journal) instead of 2 (WAL), since
+// this VFS has no shared memory and no WAL; no query's answer depends on them.
+func (v *View) prepare(n uint32, page []byte) []byte {
+	b := append([]byte(nil), page...)
+	if n == 1 {
+		b[18], b[19] = 1, 1
+	}
+	return b
 }
 
 // put caches page n, evicting the least recently used pages over the bound.
@@ -244,4 +250,11 @@ func (v *View) put(n uint32, page []byte) {
 		v.bytes -= int64(len(c.page))
 		v.evictions.Add(1)
 	}
+}
+
+// Head is how much of the base snapshot's start to read with the page
+// indexes (restore.OpenPages' head): one read-ahead's worth.
+func (o Options) Head() int64 {
+	o.setDefaults()
+	return o.ReadAhead
 }

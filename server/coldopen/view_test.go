@@ -32,7 +32,7 @@ func TestViewAnswersAsTheRestoredFileDoes(t *testing.T) {
 	h.Ship(time.Now())
 
 	ctx := context.Background()
-	pages, err := restore.OpenPages(ctx, store, restore.Options{})
+	pages, err := restore.OpenPages(ctx, store, restore.Options{}, 16<<10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
 	"github.com/sluicedb/sluice/server/coldopen"
@@ -130,18 +132,41 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	}
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
+	start := time.Now()
+	// The plan and page indexes are read while the lease is taken (they
+	// cost as many round trips): what a previous holder shipped meanwhile
+	// is looked for once the lease is ours.
+	type planned struct {
+		pages *restore.Pages
+		err   error
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	plan := make(chan planned, 1)
+	go func() {
+		p, err := restore.OpenPages(pctx, store, restore.Options{}, h.opts.ColdOpen.Head())
+		plan <- planned{p, err}
+	}()
 	release := func() {}
-	if h.leases != nil { // before reading: nobody writes the replica while the view shows it
+	if h.leases != nil { // nobody writes the replica while the view shows it
 		var err error
 		if release, err = h.acquireLease(ctx, name, store); err != nil {
+			pcancel()
+			<-plan
 			return nil, err
 		}
 		if h.opts.OnWriterOpening != nil {
 			h.opts.OnWriterOpening(name)
 		}
 	}
-	start := time.Now()
-	pages, err := restore.OpenPages(ctx, store, restore.Options{})
+	leased := time.Since(start)
+	res := <-plan
+	pages, err := res.pages, res.err
+	if err == nil && h.leases != nil {
+		if newer, lerr := shippedAfter(ctx, store, pages.TXID()); lerr != nil || newer {
+			pages, err = restore.OpenPages(ctx, store, restore.Options{}, h.opts.ColdOpen.Head())
+		}
+	}
 	if err == nil && pages.Size() == 0 {
 		err = restore.ErrNoReplica
 	}
@@ -174,7 +199,7 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	h.mu.Unlock()
 	st := view.Stats()
 	log.Info("cold open: answering reads on demand while the database is restored", "txid", uint64(pages.TXID()),
-		"bytes", pages.Size(), "files", pages.Files(), "requests", st.Requests, "fetched_bytes", st.Bytes, "took", time.Since(start))
+		"bytes", pages.Size(), "files", pages.Files(), "requests", st.Requests, "fetched_bytes", st.Bytes, "lease_took", leased, "took", time.Since(start))
 	go c.hydrate(hctx, store, path)
 	return c, nil
 }
@@ -274,4 +299,19 @@ func (h *Host) getCold(ctx context.Context, name string) (Database, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// shippedAfter reports whether level 0 holds a file past txid: shipped
+// after a listing that found txid the newest.
+func shippedAfter(ctx context.Context, store replica.Store, txid ltx.TXID) (bool, error) {
+	objs, err := replica.ListAfter(ctx, store, replica.LTXLevelPrefix(0), replica.LTXKey(0, txid, txid))
+	if err != nil {
+		return false, err
+	}
+	for _, o := range objs {
+		if _, _, max, err := replica.ParseLTXKey(o.Key); err == nil && max > txid {
+			return true, nil
+		}
+	}
+	return false, nil
 }
