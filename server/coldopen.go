@@ -28,3 +28,14 @@ func coldOpenOptions(cfg Config) *coldopen.Options {
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
 	}
 }
+
+// pastOnDemand is the time-travel cache's on-demand setting: cold open's,
+// with a quarter of its page cache per past state being restored.
+func pastOnDemand(cfg Config) *coldopen.Options {
+	o := coldOpenOptions(cfg)
+	if o != nil {
+		o.CacheBytes = max(int64(cfg.ColdOpen.CacheBytes), 64<<20) / 4
+		o.ReadConns = 2
+	}
+	return o
+}

@@ -45,7 +45,16 @@ type coldDB struct {
 	err  error         // why it failed; set before done closes
 
 	firstOnce sync.Once
+	kick      chan struct{} // closed to start hydrating: see hydrateDelay
+	kickOnce  sync.Once
 }
+
+// hydrateDelay: the restore starts once the first read was answered, a
+// write or session asks for it, or after this long, whichever comes first,
+// so that it does not take the CPU and bandwidth the first answer needs.
+const hydrateDelay = 250 * time.Millisecond
+
+func (c *coldDB) startHydrating() { c.kickOnce.Do(func() { close(c.kick) }) }
 
 func (c *coldDB) Name() string { return c.name }
 
@@ -58,6 +67,7 @@ func (c *coldDB) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmar
 		defer c.mu.RUnlock()
 		err := c.view.Read(ctx, fn)
 		c.firstOnce.Do(func() {
+			c.startHydrating()
 			st := c.view.Stats()
 			c.log.Info("cold open: first read answered before the restore finished", "took", time.Since(c.opened),
 				"requests", st.Requests, "bytes", st.Bytes, "pages_fetched", st.Fetched)
@@ -94,6 +104,7 @@ func (c *coldDB) Session(ctx context.Context) (Session, error) {
 // hydrated waits for the hand-over and returns the database opened from
 // the restored file.
 func (c *coldDB) hydrated(ctx context.Context) (Database, error) {
+	c.startHydrating()
 	select {
 	case <-c.done:
 	case <-ctx.Done():
@@ -183,7 +194,7 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	}
 	hctx, cancel := context.WithCancel(context.Background())
 	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start, release: release,
-		cancel: cancel, done: make(chan struct{})}
+		cancel: cancel, done: make(chan struct{}), kick: make(chan struct{})}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -209,6 +220,13 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 // from the file, and only then does the host return it for name.
 func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) {
 	h := c.h
+	t := time.NewTimer(hydrateDelay)
+	select {
+	case <-c.kick:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
 	start := time.Now()
 	restored, err := h.restore(ctx, store, path, c.log)
 	if err == nil && !restored {
