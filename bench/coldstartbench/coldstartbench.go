@@ -61,6 +61,7 @@ type result struct {
 	get                   []time.Duration
 	hydrate               []time.Duration
 	requests, fetched     []int64
+	lease, open           []time.Duration // from the server's log: taking the lease, and opening the view (lease included)
 	hydratedBeforeAnswers int
 	getLatency            time.Duration // added per GET by the proxy (median), 0 without
 }
@@ -95,13 +96,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	say("")
 	say("summary (medians of %d cold opens each; store latency: %s)", o.Runs, latencyLabel(o.StoreLatency))
-	say("%-7s %8s | %9s %9s | %9s %9s | %9s %9s | %s", "size", "db MB", "1st point", "range", "restore", "1 GET", "hydrated", "bound", "cold-open fetch")
+	say("%-7s %8s | %9s %9s %9s %9s | %9s %9s | %9s %9s | %s", "size", "db MB", "1st point", "(lease", "open)", "range", "restore", "1 GET", "hydrated", "bound", "cold-open fetch")
 	for _, r := range results {
 		bound := 100*time.Millisecond + 3*r.getLatency
-		say("%-7s %8.1f | %9s %9s | %9s %9s | %9s %9s | %d range reads + 2 LISTs, %.2f MB",
-			r.label, float64(r.dbBytes)/1e6, ms(median(r.point)), ms(median(r.rng)), ms(median(r.restore)), ms(median(r.get)),
+		say("%-7s %8.1f | %9s %9s %9s %9s | %9s %9s | %9s %9s | %d range reads + 2 LISTs, %.2f MB",
+			r.label, float64(r.dbBytes)/1e6, ms(median(r.point)), ms(median(r.lease)), ms(median(r.open)), ms(median(r.rng)), ms(median(r.restore)), ms(median(r.get)),
 			ms(median(r.hydrate)), ms(bound), medianInt(r.requests), float64(medianInt(r.fetched))/1e6)
 	}
+	say("1st point: from sending the query to its answer on a server that never saw the database; (lease, open): of which")
+	say("taking the lease and opening the on-demand view (plan and page indexes, read while the lease is taken), from its log")
 	say("target: first point query <= 100 ms + 3 store round trips (the bound column) at every size")
 	for _, r := range results {
 		if p := median(r.point); p > 100*time.Millisecond+3*r.getLatency {
@@ -153,11 +156,12 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, dir, label str
 	env = append(os.Environ(), m.Env()...)
 	id := rows / 2
 	for run := 0; run < o.Runs; run++ {
-		p, rg, hydrated, reqs, fetched, hyd, err := coldOpen(ctx, o.Sluice, env, m.URL("bench", prefix), filepath.Join(dir, fmt.Sprintf("data%d", run)), id+run*997)
+		p, rg, hydrated, reqs, fetched, hyd, lease, open, err := coldOpen(ctx, o.Sluice, env, m.URL("bench", prefix), filepath.Join(dir, fmt.Sprintf("data%d", run)), id+run*997)
 		if err != nil {
 			return r, err
 		}
 		r.point, r.rng, r.requests, r.fetched, r.hydrate = append(r.point, p), append(r.rng, rg), append(r.requests, reqs), append(r.fetched, fetched), append(r.hydrate, hyd)
+		r.lease, r.open = append(r.lease, lease), append(r.open, open)
 		if hydrated {
 			r.hydratedBeforeAnswers++
 		}
@@ -189,6 +193,7 @@ func runSize(ctx context.Context, o Options, m *minioproc.Server, dir, label str
 	say("[%s] %.1f MB: first point query %s, 100-row range query %s, restore %s, one GET of the %s snapshot %s; background restore %s; cold open fetched %d range reads, %.2f MB (runs: point %s)",
 		label, float64(r.dbBytes)/1e6, ms(median(r.point)), ms(median(r.rng)), ms(median(r.restore)), filepath.Base(snapshot), ms(median(r.get)),
 		ms(median(r.hydrate)), medianInt(r.requests), float64(medianInt(r.fetched))/1e6, msList(r.point))
+	say("[%s] lease taken in %s, view open in %s (lease included)", label, msList(r.lease), msList(r.open))
 	return r, nil
 }
 
@@ -202,7 +207,7 @@ var (
 // by rowid on database "db" (in the bucket only) and a 100-row range query
 // after it, reads the server's cold-open log lines, waits for the restore
 // to finish and stops the server.
-func coldOpen(ctx context.Context, bin string, env []string, replicaURL, data string, id int) (point, rng time.Duration, hydrated bool, requests, fetched int64, hydrate time.Duration, err error) {
+func coldOpen(ctx context.Context, bin string, env []string, replicaURL, data string, id int) (point, rng time.Duration, hydrated bool, requests, fetched int64, hydrate, lease, open time.Duration, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return
@@ -256,8 +261,9 @@ func coldOpen(ctx context.Context, bin string, env []string, replicaURL, data st
 	rng = time.Since(start)
 	out := logs.String()
 	hydrated = strings.Contains(out, "cold open: restored")
-	if mm := opened.FindStringSubmatch(out); mm != nil && os.Getenv("COLDSTART_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "  point %s: lease %s, view open %s\n", point.Round(time.Millisecond), mm[1], mm[2])
+	if mm := opened.FindStringSubmatch(out); mm != nil {
+		lease, _ = time.ParseDuration(mm[1])
+		open, _ = time.ParseDuration(mm[2])
 	}
 	if mm := firstRead.FindStringSubmatch(out); mm != nil {
 		requests, _ = strconv.ParseInt(mm[1], 10, 64)
