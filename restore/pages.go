@@ -1,9 +1,11 @@
 package restore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -116,6 +118,15 @@ func OpenPages(ctx context.Context, store replica.Store, opts Options, head int6
 		for _, e := range entries {
 			if e.pgno <= p.commit {
 				p.loc[e.pgno] = pageLoc{off: e.off, size: e.size, file: int32(k)}
+			}
+		}
+	}
+	for k, w := range p.whole {
+		// Small files come whole with their index: check them as a restore
+		// does before serving any of their pages.
+		if w != nil {
+			if err := verifyWhole(w); err != nil {
+				return nil, fmt.Errorf("LTX file %s in %s is corrupt or truncated (%v): %w", plan[k].Key, store, err, errDamagedReplica)
 			}
 		}
 	}
@@ -338,4 +349,32 @@ func (p *Pages) readIndex(ctx context.Context, file replica.LTXFile) ([]indexEnt
 		out = append(out, indexEntry{pgno: uint32(pgno), size: uint32(size), off: int64(off)})
 	}
 	return nil, nil, bad("no end marker")
+}
+
+// verifyWhole decodes an LTX file held in memory and checks its checksums.
+func verifyWhole(b []byte) error {
+	br := bufio.NewReader(bytes.NewReader(b))
+	var src pageSource
+	bd, err := newBlockDecoder(br)
+	switch {
+	case errors.Is(err, errLegacyFormat):
+		src, err = newLegacyDecoder(io.MultiReader(bytes.NewReader(bd.raw), br))
+	case err == nil:
+		src = bd
+	}
+	if err != nil {
+		return err
+	}
+	page := make([]byte, src.header().PageSize)
+	for {
+		_, _, err := src.next(func(uint32) ([]byte, error) { return page, nil })
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err = src.finish()
+	return err
 }
