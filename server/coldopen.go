@@ -9,7 +9,7 @@ import (
 
 // ColdOpen is the config's cold-open section: a database that exists only
 // in the bucket answers reads at once, page by page, while it is restored
-// (on by default; zero sizes: 64 MiB of cached pages, 256 KiB read ahead).
+// (on by default; zero sizes: 32 MiB of cached pages, 256 KiB read ahead).
 type ColdOpen struct {
 	Enabled    bool       `yaml:"enabled"`
 	CacheBytes units.Size `yaml:"cache-bytes"`
@@ -34,7 +34,7 @@ func coldOpenOptions(cfg Config) *coldopen.Options {
 func pastOnDemand(cfg Config) *coldopen.Options {
 	o := coldOpenOptions(cfg)
 	if o != nil {
-		o.CacheBytes = max(int64(cfg.ColdOpen.CacheBytes), 64<<20) / 4
+		o.CacheBytes = max(int64(cfg.ColdOpen.CacheBytes), 32<<20) / 2
 		o.ReadConns = 2
 	}
 	return o

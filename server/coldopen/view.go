@@ -30,7 +30,7 @@ import (
 
 // Options configure a View. Zero values get the defaults in brackets.
 type Options struct {
-	CacheBytes       int64         // decoded pages kept [64 MiB]
+	CacheBytes       int64         // decoded pages kept [32 MiB]
 	ReadAhead        int64         // bytes of an LTX file read per page missed [256 KiB]
 	ReadConns        int           // read connections [4]
 	StatementTimeout time.Duration // per statement [5s]
@@ -39,7 +39,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.CacheBytes <= 0 {
-		o.CacheBytes = 64 << 20
+		o.CacheBytes = 32 << 20
 	}
 	if o.ReadAhead <= 0 {
 		o.ReadAhead = 256 << 10

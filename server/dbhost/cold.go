@@ -49,6 +49,11 @@ type coldDB struct {
 	kickOnce  sync.Once
 }
 
+// MaxColdOpens bounds the databases answering on demand at once (each has
+// its page cache, connections and a restore running): past it, a database
+// only in the bucket is restored whole before its first answer.
+const MaxColdOpens = 4
+
 // hydrateDelay: the restore starts once the first read was answered, a
 // write or session asks for it, or after this long, whichever comes first,
 // so that it does not take the CPU and bandwidth the first answer needs.
@@ -133,8 +138,9 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	}
 	h.mu.Lock()
 	refused := h.noCold[name]
+	busy := len(h.cold) >= MaxColdOpens
 	h.mu.Unlock()
-	if refused { // its last restore failed: restore it whole, which reports why
+	if refused || busy { // its last restore failed (restored whole, it reports why), or enough hydrate already
 		return nil, nil
 	}
 	path := h.path(name)

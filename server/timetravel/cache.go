@@ -80,6 +80,7 @@ type Cache struct {
 	closed   bool
 	builds   atomic.Int64
 	sessions atomic.Int64 // open View sessions
+	colds    atomic.Int64 // states read on demand now (at most maxColds)
 	// times remembers what a time resolved to (a TXID with later commits
 	// after it), so that repeated reads at a time skip the bucket.
 	times map[timeKey]ltx.TXID
@@ -359,6 +360,7 @@ func (c *Cache) build(e *entry) {
 		e.coldMu.Unlock()
 		st := e.cold.Stats()
 		e.cold.Close()
+		c.colds.Add(-1)
 		c.opts.Logger.Info("time travel: reads answered on demand while the past state was restored", "db", k.name, "txid", uint64(k.txid),
 			"reads", st.Reads, "pages_fetched", st.Fetched, "requests", st.Requests, "bytes_fetched", st.Bytes)
 	}
@@ -390,6 +392,10 @@ func (c *Cache) build(e *entry) {
 	}
 }
 
+// maxColds bounds the past states read on demand at once (each with its
+// page cache and connections).
+const maxColds = 4
+
 // openCold sets e.cold, the state read page by page, unless on-demand
 // reads are off or the state cannot be read that way (the restore then
 // reports why); coldUp closes either way.
@@ -398,6 +404,16 @@ func (c *Cache) openCold(ctx context.Context, e *entry) {
 	if c.opts.OnDemand == nil {
 		return
 	}
+	if c.colds.Add(1) > maxColds { // enough page caches: this read waits for the restore
+		c.colds.Add(-1)
+		return
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.colds.Add(-1)
+		}
+	}()
 	start := time.Now()
 	pages, err := restore.OpenPages(ctx, replica.Sub(c.opts.Store, e.key.name), restore.Options{TXID: e.key.txid}, c.opts.OnDemand.Head())
 	if err != nil || pages.TXID() != e.key.txid || pages.Size() == 0 {
@@ -408,7 +424,7 @@ func (c *Cache) openCold(ctx context.Context, e *entry) {
 		c.opts.Logger.Warn("time travel: cannot read the past state on demand; reads wait for its restore", "db", e.key.name, "txid", uint64(e.key.txid), "err", err)
 		return
 	}
-	e.cold = view
+	e.cold, ok = view, true
 	st := view.Stats()
 	c.opts.Logger.Info("time travel: answering reads on demand while the past state is restored", "db", e.key.name, "txid", uint64(e.key.txid),
 		"files", pages.Files(), "requests", st.Requests, "bytes_fetched", st.Bytes, "took", time.Since(start).Round(time.Millisecond))
