@@ -81,7 +81,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	unlock := h.lock(name)
 	defer unlock()
-	h.stopCold(name)
+	wasCold := h.stopCold(name) // open here, though its file is not complete yet
 	h.mu.Lock()
 	delete(h.noCold, name)
 	db := h.dbs[name]
@@ -89,7 +89,7 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	h.mu.Unlock()
 	path := h.path(name)
 	_, statErr := os.Stat(path)
-	if db == nil && statErr != nil && !purge {
+	if db == nil && statErr != nil && !purge && !wasCold {
 		return NotFound(name)
 	}
 	if db == nil && statErr == nil && !purge {

@@ -274,10 +274,14 @@ func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) 
 		h.noCold[c.name] = true
 		h.mu.Unlock()
 	}
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		c.release()
+		c.log.Info("cold open: restore stopped: the database was closed or deleted", "took", time.Since(start))
+	case err != nil:
 		c.release()
 		c.log.Warn("cold open: restore did not complete; the database is not open", "err", err, "took", time.Since(start))
-	} else {
+	default:
 		c.log.Info("cold open: restored; requests now use the local file", "reads_on_demand", st.Reads,
 			"cache_hits", st.Hits, "cache_misses", st.Misses, "pages_fetched", st.Fetched, "requests", st.Requests,
 			"fetched_bytes", st.Bytes, "bytes", c.pages.Size(), "restore_took", time.Since(start), "since_open", time.Since(c.opened))
@@ -291,12 +295,15 @@ func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) 
 	close(c.done)
 }
 
-// stopCold cancels name's hydration, if any, and waits for it to end.
-func (h *Host) stopCold(name string) {
-	if c := h.coldFor(name); c != nil {
+// stopCold cancels name's hydration, if any, and waits for it to end;
+// it reports whether there was one.
+func (h *Host) stopCold(name string) bool {
+	c := h.coldFor(name)
+	if c != nil {
 		c.cancel()
 		<-c.done
 	}
+	return c != nil
 }
 
 // stopColds cancels every hydration (Close) and waits for them.
