@@ -306,7 +306,11 @@ func (p *Pages) readIndex(ctx context.Context, file replica.LTXFile) ([]indexEnt
 	if file.Size < ltx.HeaderSize+foot {
 		return nil, nil, bad("file is %d bytes", file.Size)
 	}
-	tail, err := p.get(ctx, file, max(file.Size-indexTail, 0), min(file.Size, indexTail))
+	// A page index takes about 1% of a file whose pages compress to a few
+	// hundred bytes or more: reading that much of the end at once saves the
+	// second round trip for a large file's index (the first answer waits on it).
+	n0 := min(file.Size, max(indexTail, min(file.Size/100, 8<<20)))
+	tail, err := p.get(ctx, file, file.Size-n0, n0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read page index of %s from %s: %w", file.Key, p.store, err)
 	}
