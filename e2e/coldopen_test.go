@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -337,5 +336,3 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-var _ = reflect.DeepEqual
