@@ -147,6 +147,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.metrics.reg.BoundLabel("db", s.lim.MetricsDatabases, "_other")
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
+	s.registerColdOpen(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
 	s.syncHistory = libsqlsync.NewHistory(0)
 	s.replicas = readreplica.New(readreplica.Options{

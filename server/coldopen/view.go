@@ -64,6 +64,7 @@ type Stats struct {
 	Requests  int64 // range reads of the store, page indexes included
 	Bytes     int64 // bytes those returned
 	Evictions int64 // pages dropped from the cache for its bound
+	Views     int64 // Totals only: views opened
 }
 
 // View is one state of a database served on demand.
@@ -94,6 +95,16 @@ type cached struct {
 
 var seq atomic.Uint64
 
+// totals add up every view's Stats since the process started (metrics).
+var totals struct{ hits, misses, fetched, requests, bytes, views atomic.Int64 }
+
+// Totals is the sum of every view's Stats since the process started (Reads
+// and Evictions left out), and how many views were opened.
+func Totals() Stats {
+	return Stats{Views: totals.views.Load(), Hits: totals.hits.Load(), Misses: totals.misses.Load(),
+		Fetched: totals.fetched.Load(), Requests: totals.requests.Load(), Bytes: totals.bytes.Load()}
+}
+
 // Open serves pages' state through read-only connections.
 func Open(pages *restore.Pages, opts Options) (*View, error) {
 	opts.setDefaults()
@@ -107,7 +118,10 @@ func Open(pages *restore.Pages, opts Options) (*View, error) {
 		cache:    map[uint32]*list.Element{},
 		inflight: map[uint32]chan struct{}{},
 		readers:  make(chan *sqlconn.Handle, opts.ReadConns)}
-	pages.Warm(func(n uint32, page []byte) { v.fetched.Add(1); v.put(n, v.prepare(n, page)) })
+	pages.Warm(func(n uint32, page []byte) { v.fetched.Add(1); totals.fetched.Add(1); v.put(n, v.prepare(n, page)) })
+	totals.views.Add(1)
+	totals.requests.Add(pages.Requests())
+	totals.bytes.Add(pages.Bytes())
 	views.Store(v.file, v)
 	uri := "file:/" + v.file + "?vfs=" + url.QueryEscape(name) + "&immutable=1"
 	for range opts.ReadConns {
@@ -180,6 +194,7 @@ func (v *View) page(pgno uint32) ([]byte, error) {
 			v.lru.MoveToFront(e)
 			v.mu.Unlock()
 			v.hits.Add(1)
+			totals.hits.Add(1)
 			return e.Value.(*cached).page, nil
 		}
 		if wait, ok := v.inflight[pgno]; ok {
@@ -195,7 +210,11 @@ func (v *View) page(pgno uint32) ([]byte, error) {
 		v.inflight[pgno] = done
 		v.mu.Unlock()
 		v.misses.Add(1)
+		totals.misses.Add(1)
+		req, by := v.pages.Requests(), v.pages.Bytes()
 		page, err := v.fetch(pgno)
+		totals.requests.Add(v.pages.Requests() - req)
+		totals.bytes.Add(v.pages.Bytes() - by)
 		if err != nil {
 			v.lastFailure.Store(&err)
 			v.failures.Add(1)
@@ -218,6 +237,7 @@ func (v *View) fetch(pgno uint32) ([]byte, error) {
 			want = b
 		}
 		v.fetched.Add(1)
+		totals.fetched.Add(1)
 		v.put(n, b)
 	})
 	return want, err

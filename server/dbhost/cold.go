@@ -346,3 +346,11 @@ func shippedAfter(ctx context.Context, store replica.Store, txid ltx.TXID) (bool
 	}
 	return false, nil
 }
+
+// Hydrating is how many databases answer reads on demand while they are
+// restored (metrics).
+func (h *Host) Hydrating() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.cold)
+}
