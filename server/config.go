@@ -48,6 +48,8 @@ type Config struct {
 	WriteStallTimeout Duration `yaml:"write-stall-timeout"`
 	// TimeTravel bounds the past states kept for time-travel reads.
 	TimeTravel TimeTravel `yaml:"time-travel"`
+	// ColdOpen serves reads on a database only in the bucket before it is restored.
+	ColdOpen ColdOpen `yaml:"cold-open"`
 }
 
 // TokenConfig is one static bearer token.
@@ -173,6 +175,8 @@ func Defaults() Config {
 		// that starts the new revision before stopping the old) never both
 		// write a database; an idle database holds no lease (server/lease.go).
 		Lease: LeaseConfig{Enabled: true},
+		// Reads on a database only in the bucket start at once (server/coldopen.go).
+		ColdOpen: ColdOpen{Enabled: true},
 	}
 }
 

@@ -151,6 +151,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	s.metrics.reg.BoundLabel("db", s.lim.MetricsDatabases, "_other")
 	s.compact = newCompaction(cfg.Compaction)
 	s.compact.register(s.metrics.reg)
+	s.registerColdOpen(s.metrics.reg)
 	counted := s.metrics.countPuts(store)
 	s.syncHistory = libsqlsync.NewHistory(0)
 	s.initPush()
@@ -196,6 +197,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		WriteStallTimeout: time.Duration(cfg.WriteStallTimeout),
 		IdleWriteTimeout:  time.Duration(cfg.Limits.IdleWriteTimeout),
 		PinnedSessionIdle: time.Duration(cfg.Limits.PinnedSessionIdle),
+		ColdOpen:          coldOpenOptions(cfg),
 	})
 	if err != nil {
 		s.compact.stop()

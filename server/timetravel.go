@@ -45,6 +45,7 @@ func newPastStates(cfg Config, store replica.Store, logger *slog.Logger) (*timet
 		MaxEntries:       cfg.TimeTravel.MaxStates,
 		ReadConns:        2,
 		StatementTimeout: time.Duration(cfg.Limits.StatementTimeout),
+		OnDemand:         pastOnDemand(cfg),
 		Logger:           logger,
 	})
 }

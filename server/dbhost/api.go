@@ -5,8 +5,8 @@
 // and holds the leases of multi-instance mode. The read replicas of the
 // databases other instances write are package server/readreplica's.
 //
-// It imports sqlconn (the connection layer), groupcommit, engine, restore
-// and replica;
+// It imports sqlconn (the connection layer), groupcommit, engine, restore,
+// replica and coldopen (reads on a database still being restored);
 // the HTTP packages (jsonapi, hrana) import it and never the other way round.
 // Its errors are dberr codes and sentinels; server/httperr maps them to HTTP.
 package dbhost

@@ -81,13 +81,15 @@ func (h *Host) Delete(ctx context.Context, name string, purge bool) error {
 	}
 	unlock := h.lock(name)
 	defer unlock()
+	wasCold := h.stopCold(name) // open here, though its file is not complete yet
 	h.mu.Lock()
+	delete(h.noCold, name)
 	db := h.dbs[name]
 	delete(h.dbs, name)
 	h.mu.Unlock()
 	path := h.path(name)
 	_, statErr := os.Stat(path)
-	if db == nil && statErr != nil && !purge {
+	if db == nil && statErr != nil && !purge && !wasCold {
 		return NotFound(name)
 	}
 	if db == nil && statErr == nil && !purge {

@@ -21,10 +21,16 @@ func (h *Host) GetExisting(ctx context.Context, name string) (Database, error) {
 	if db, err := h.cached(name); db != nil || err != nil {
 		return db, err
 	}
+	if c := h.coldFor(name); c != nil {
+		return c, nil
+	}
 	unlock := h.lock(name)
 	defer unlock()
 	if db, err := h.cached(name); db != nil || err != nil {
 		return db, err
+	}
+	if c, err := h.getCold(ctx, name); c != nil || err != nil {
+		return c, err
 	}
 	db, err := h.open(ctx, name, false, false)
 	if errors.Is(err, dberr.ErrNotFound) {

@@ -34,6 +34,8 @@ type Host struct {
 	evicting  sync.WaitGroup           // evictions under way; Close waits for them
 	evictions atomic.Int64             // databases closed for being idle (tests, metrics)
 	uploads   *groupcommit.UploadSlots // shared by every database's write path; nil: unbounded
+	cold      map[string]*coldDB       // databases answering on demand while restored (cold.go), under mu
+	noCold    map[string]bool          // databases whose restore after a cold open failed: no cold open again (cold.go)
 }
 
 // New returns a Host; databases open lazily on first use.
@@ -152,10 +154,16 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	if db, err := h.cached(name); db != nil || err != nil {
 		return db, err
 	}
+	if c := h.coldFor(name); c != nil {
+		return c, nil
+	}
 	unlock := h.lock(name)
 	defer unlock()
 	if db, err := h.cached(name); db != nil || err != nil { // opened while we waited for the lock
 		return db, err
+	}
+	if c, err := h.getCold(ctx, name); c != nil || err != nil {
+		return c, err
 	}
 	db, err := h.open(ctx, name, name == DefaultDatabase, false)
 	if err != nil {
@@ -222,6 +230,9 @@ func (h *Host) Close(ctx context.Context) error {
 		close(h.stop)
 	}
 	h.closed = true
+	h.mu.Unlock()
+	h.stopColds() // before the snapshot below: a hand-over may add a database
+	h.mu.Lock()
 	dbs := h.dbs
 	h.dbs = map[string]*database{}
 	h.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
+	"github.com/sluicedb/sluice/server/coldopen"
 	"github.com/sluicedb/sluice/server/groupcommit"
 )
 
@@ -92,6 +93,10 @@ type Options struct {
 	// WriteStallTimeout bounds a committed sync write's wait for its upload
 	// while the store is stalled [groupcommit.DefaultWriteStallTimeout].
 	WriteStallTimeout time.Duration
+	// ColdOpen, if set, answers reads on a database that exists only in the
+	// bucket at once, page by page, while it is restored (cold.go). Nil:
+	// the first request waits for the whole restore.
+	ColdOpen *coldopen.Options
 }
 
 // DefaultMaxUploads is Options.MaxUploads unless configured: enough to keep

@@ -23,6 +23,13 @@ func (r readOnlyDB) Session(ctx context.Context) (Session, error) {
 	if d, ok := r.Database.(*database); ok {
 		return d.session(ctx, true)
 	}
+	if c, ok := r.Database.(*coldDB); ok { // a session waits for the restore
+		d, err := c.hydrated(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return ReadOnly(d).Session(ctx)
+	}
 	return nil, dberr.New(dberr.CodeForbidden, "read-only access: interactive sessions are not available")
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
+	"github.com/sluicedb/sluice/server/coldopen"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/sqlconn"
@@ -37,7 +38,11 @@ type Options struct {
 	// so a database purged and created anew is never answered from the old
 	// one's states [1s].
 	Revalidate time.Duration
-	Logger     *slog.Logger
+	// OnDemand, if set, answers reads on a state while it is restored,
+	// fetching only the pages they touch (server/coldopen); nil: reads
+	// wait for the restore.
+	OnDemand *coldopen.Options
+	Logger   *slog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -75,6 +80,7 @@ type Cache struct {
 	closed   bool
 	builds   atomic.Int64
 	sessions atomic.Int64 // open View sessions
+	colds    atomic.Int64 // states read on demand now (at most maxColds)
 	// times remembers what a time resolved to (a TXID with later commits
 	// after it), so that repeated reads at a time skip the bucket.
 	times map[timeKey]ltx.TXID
@@ -102,6 +108,13 @@ type entry struct {
 	base    replica.LTXFile
 	baseHdr ltx.Header
 	checked time.Time
+	// While the restore runs: the state read page by page. coldUp closes
+	// once cold is set or could not be; coldMu is held shared by reads on
+	// it and taken to close it once the restore is done (coldOver).
+	cold     *coldopen.View
+	coldUp   chan struct{}
+	coldMu   sync.RWMutex
+	coldOver bool
 }
 
 // New empties opts.Dir and returns a Cache over it.
@@ -121,7 +134,8 @@ func (c *Cache) Builds() int64 { return c.builds.Load() }
 
 // At returns database name at point p, read-only: every write on it fails
 // with SQLITE_READONLY. The state is restored before At returns (or found
-// in the cache), so errors about the point come from At.
+// in the cache), or with OnDemand readable page by page while its restore
+// runs, so errors about the point come from At.
 func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, error) {
 	if err := dbhost.ValidateName(name); err != nil {
 		return nil, err
@@ -148,7 +162,7 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 		}
 	}
 	k := key{name, txid}
-	e, err := c.acquire(ctx, k)
+	e, err := c.acquireFor(ctx, k, true)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +259,12 @@ func (c *Cache) built(k key) bool {
 // acquire returns k's built state, building it if no one is; the caller
 // must release it.
 func (c *Cache) acquire(ctx context.Context, k key) (*entry, error) {
+	return c.acquireFor(ctx, k, false)
+}
+
+// acquireFor is acquire; early: return as soon as the state can be read
+// on demand (entry.cold), before its restore ends.
+func (c *Cache) acquireFor(ctx context.Context, k key, early bool) (*entry, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -252,7 +272,7 @@ func (c *Cache) acquire(ctx context.Context, k key) (*entry, error) {
 	}
 	e := c.entries[k]
 	if e == nil {
-		e = &entry{key: k, ready: make(chan struct{})}
+		e = &entry{key: k, ready: make(chan struct{}), coldUp: make(chan struct{})}
 		c.entries[k] = e
 		// Detached from ctx: the requests sharing the build must not fail
 		// because the first one gave up.
@@ -260,8 +280,22 @@ func (c *Cache) acquire(ctx context.Context, k key) (*entry, error) {
 	}
 	e.refs++
 	c.mu.Unlock()
+	var coldUp chan struct{}
+	if early {
+		coldUp = e.coldUp
+	}
 	select {
 	case <-e.ready:
+	case <-coldUp:
+		if e.cold != nil {
+			return e, nil
+		}
+		select { // no view: wait for the restore
+		case <-e.ready:
+		case <-ctx.Done():
+			c.release(e)
+			return nil, dberr.ForDatabase(dberr.CodeTimeout, k.name, fmt.Sprintf("database %q at TXID %d: the past state is still being restored: %v; retry", k.name, k.txid, ctx.Err()))
+		}
 	case <-ctx.Done():
 		c.release(e)
 		return nil, dberr.ForDatabase(dberr.CodeTimeout, k.name, fmt.Sprintf("database %q at TXID %d: the past state is still being restored: %v; retry", k.name, k.txid, ctx.Err()))
@@ -297,6 +331,8 @@ func (c *Cache) build(e *entry) {
 	e.path = filepath.Join(dir, strconv.FormatUint(uint64(k.txid), 10)+".db")
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.BuildTimeout)
 	defer cancel()
+	coldDone := make(chan struct{})
+	go func() { defer close(coldDone); c.openCold(ctx, e) }()
 	err := os.MkdirAll(dir, 0o755)
 	var res restore.Result
 	if err == nil {
@@ -316,6 +352,17 @@ func (c *Cache) build(e *entry) {
 		if st, err = os.Stat(e.path); err == nil {
 			e.size = st.Size()
 		}
+	}
+	<-coldDone
+	if e.cold != nil { // once the reads on it ended
+		e.coldMu.Lock()
+		e.coldOver = true
+		e.coldMu.Unlock()
+		st := e.cold.Stats()
+		e.cold.Close()
+		c.colds.Add(-1)
+		c.opts.Logger.Info("time travel: reads answered on demand while the past state was restored", "db", k.name, "txid", uint64(k.txid),
+			"reads", st.Reads, "pages_fetched", st.Fetched, "requests", st.Requests, "bytes_fetched", st.Bytes)
 	}
 	c.mu.Lock()
 	if err != nil {
@@ -343,6 +390,44 @@ func (c *Cache) build(e *entry) {
 		e.evicted = true
 		c.mu.Unlock()
 	}
+}
+
+// maxColds bounds the past states read on demand at once (each with its
+// page cache and connections).
+const maxColds = 4
+
+// openCold sets e.cold, the state read page by page, unless on-demand
+// reads are off or the state cannot be read that way (the restore then
+// reports why); coldUp closes either way.
+func (c *Cache) openCold(ctx context.Context, e *entry) {
+	defer close(e.coldUp)
+	if c.opts.OnDemand == nil {
+		return
+	}
+	if c.colds.Add(1) > maxColds { // enough page caches: this read waits for the restore
+		c.colds.Add(-1)
+		return
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.colds.Add(-1)
+		}
+	}()
+	start := time.Now()
+	pages, err := restore.OpenPages(ctx, replica.Sub(c.opts.Store, e.key.name), restore.Options{TXID: e.key.txid}, c.opts.OnDemand.Head())
+	if err != nil || pages.TXID() != e.key.txid || pages.Size() == 0 {
+		return
+	}
+	view, err := coldopen.Open(pages, *c.opts.OnDemand)
+	if err != nil {
+		c.opts.Logger.Warn("time travel: cannot read the past state on demand; reads wait for its restore", "db", e.key.name, "txid", uint64(e.key.txid), "err", err)
+		return
+	}
+	e.cold, ok = view, true
+	st := view.Stats()
+	c.opts.Logger.Info("time travel: answering reads on demand while the past state is restored", "db", e.key.name, "txid", uint64(e.key.txid),
+		"files", pages.Files(), "requests", st.Requests, "bytes_fetched", st.Bytes, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // evictLocked takes the least recently used idle states out of the map

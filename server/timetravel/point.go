@@ -5,9 +5,9 @@
 // concurrent requests for the same point, evicted least recently used) and
 // served read-only through the server's read connections.
 //
-// It imports restore, replica, server/sqlconn, server/dbhost (for the
-// Database interface it implements) and server/dberr; the server package
-// mounts it.
+// It imports restore, replica, server/sqlconn, server/coldopen (reads
+// while a state is restored), server/dbhost (for the Database interface
+// it implements) and server/dberr; the server package mounts it.
 package timetravel
 
 import (

@@ -26,11 +26,28 @@ func (v *View) Name() string { return v.k.name }
 func (v *View) Bookmark() dbhost.Bookmark { return dbhost.Bookmark(v.k.txid) }
 
 func (v *View) Read(ctx context.Context, fn func(sqlconn.Conn) error) (dbhost.Bookmark, error) {
-	e, err := v.c.acquire(ctx, v.k)
+	e, err := v.c.acquireFor(ctx, v.k, true)
 	if err != nil {
 		return 0, err
 	}
 	defer v.c.release(e)
+	if !isDone(e) { // on demand while the state is restored, unless that just ended
+		e.coldMu.RLock()
+		if !e.coldOver {
+			err := e.cold.Read(ctx, fn)
+			e.coldMu.RUnlock()
+			return v.Bookmark(), err
+		}
+		e.coldMu.RUnlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return 0, sqlconn.Translate(ctx.Err())
+		}
+	}
+	if e.err != nil { // the restore failed after the state was read on demand
+		return 0, e.err
+	}
 	var h *sqlconn.Handle
 	select {
 	case h = <-e.readers:

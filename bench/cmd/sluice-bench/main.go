@@ -33,6 +33,7 @@ Subcommands:
   compare SCENARIO   one scenario against sluice sync/async/local, go-sqlite3 + Litestream, MariaDB and a file
   serve              single-row inserts against sluice serve, a trivial handler and go-sqlite3 + Litestream
   restore            restore time and peak RSS, sluice and Litestream, beside one plain download (-sizes)
+  coldstart          first query on a database only in the bucket (cold open), beside a full restore and one GET (-sizes)
   capture            a writer flat out: sluice replicate beside Litestream (RSS, CPU per GB of WAL, lag, SIGTERM)
   handoff            the writer handoff gap (SIGTERM, kill -9) and follower lag with two serve -lease instances
   soak               minutes of sustained inserts against serve + MinIO: resources bounded, nothing acknowledged lost
