@@ -68,7 +68,7 @@ type DB struct {
 	xor       ltx.Checksum   // XOR of checksums; the DB checksum is ChecksumFlag|xor
 	txid      ltx.TXID       // TXID of the last captured file
 	wcur      cursor         // WAL cursor just past the last captured commit frame
-	// walAhead's state (the replicator's loop only): its last answer, and
+	// walAhead's state (the sidecar loop only): its last answer, and
 	// the cursor offset at which it saw the log shorter than the cursor
 	// (truncated and restarted since that capture).
 	ahead struct {
@@ -419,7 +419,7 @@ func (db *DB) Changed() (bool, error) {
 // (two small reads), so a log restarted over old frames, truncated or not,
 // counts from its start. While neither the log nor the cursor changes it
 // is one stat (a commit published just after that stat is seen at the next
-// write, or shipped at the interval). Only the replicator's loop calls it.
+// write, or shipped at the interval). Only the sidecar loop calls it.
 func (db *DB) walAhead() int64 {
 	db.mu.Lock()
 	cur := db.wcur

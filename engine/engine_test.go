@@ -359,7 +359,7 @@ func TestResyncByDiff(t *testing.T) {
 func TestReplicator(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
 	store := newStore(t)
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 40 * time.Millisecond, Logger: testLogger(t)})
+	r := NewSidecar(path, store, SidecarOptions{Interval: 40 * time.Millisecond, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx) }()
@@ -394,7 +394,7 @@ func TestReplicatorStopsWhenFenced(t *testing.T) {
 	pathA := filepath.Join(dir, "a.db")
 	a := newApp(t, pathA)
 	a.insert(1)
-	r := NewReplicator(pathA, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	r := NewSidecar(pathA, store, SidecarOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)

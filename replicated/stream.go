@@ -8,7 +8,7 @@ import (
 	"github.com/sluicedb/sluice/replica"
 )
 
-// StreamOptions tune a Stream's loop (engine.ReplicatorOptions).
+// StreamOptions tune a Stream's loop (engine.SidecarOptions).
 type StreamOptions struct {
 	Interval    time.Duration // longest a change waits to be shipped [1s]
 	ErrorBudget time.Duration // how long uploads may fail before Run gives up; 0: never
@@ -19,7 +19,7 @@ type StreamOptions struct {
 // file, ships every Interval until stopped, then ships what is left.
 type Stream struct {
 	core     *core
-	rep      *engine.Replicator
+	rep      *engine.Sidecar
 	interval time.Duration
 }
 
@@ -29,7 +29,7 @@ func NewStream(path string, opts Options, so StreamOptions) *Stream {
 	if so.Interval <= 0 {
 		so.Interval = time.Second
 	}
-	rep := engine.NewReplicator(path, c.store, engine.ReplicatorOptions{
+	rep := engine.NewSidecar(path, c.store, engine.SidecarOptions{
 		Interval:    so.Interval,
 		Logger:      c.opts.Logger,
 		ErrorBudget: so.ErrorBudget,

@@ -34,7 +34,7 @@ func breakableStore(t *testing.T) (store *file.Store, breakIt, repair func()) {
 	return s, breakIt, repair
 }
 
-func waitTXID(t *testing.T, r *Replicator, min uint64) {
+func waitTXID(t *testing.T, r *Sidecar, min uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for uint64(r.Pos().TXID) < min {
@@ -53,7 +53,7 @@ func TestReplicatorErrorBudget(t *testing.T) {
 	a.insert(1)
 	store, breakIt, _ := breakableStore(t)
 	budget := 1500 * time.Millisecond
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t), ErrorBudget: budget})
+	r := NewSidecar(path, store, SidecarOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t), ErrorBudget: budget})
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(context.Background()) }()
 	waitTXID(t, r, 1)
@@ -83,7 +83,7 @@ func TestReplicatorErrorBudget(t *testing.T) {
 	}
 }
 
-// Without a budget the replicator keeps retrying and catches up once the
+// Without a budget the sidecar loop keeps retrying and catches up once the
 // store is back.
 func TestReplicatorRecoversWithoutBudget(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
@@ -91,7 +91,7 @@ func TestReplicatorRecoversWithoutBudget(t *testing.T) {
 	a.insert(1)
 	store, breakIt, repair := breakableStore(t)
 	var results []error
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t),
+	r := NewSidecar(path, store, SidecarOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t),
 		OnResult: func(err error) { results = append(results, err) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -127,7 +127,7 @@ func TestReplicatorShipsALargeBacklogBeforeTheInterval(t *testing.T) {
 	store := newStore(t)
 	a := newApp(t, path)
 	a.exec("PRAGMA wal_autocheckpoint=0")
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: time.Hour, Logger: testLogger(t)})
+	r := NewSidecar(path, store, SidecarOptions{Interval: time.Hour, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
@@ -185,7 +185,7 @@ func TestHealthShowsWhatWaitsDuringAStalledUpload(t *testing.T) {
 	fs, err := file.New(filepath.Join(t.TempDir(), "replica"))
 	must(t, err)
 	store := &stallingStore{Store: fs, stalled: make(chan struct{}), release: make(chan struct{})}
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	r := NewSidecar(path, store, SidecarOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx) }()
@@ -221,7 +221,7 @@ func TestReplicatorRefusesAFileThatIsNotADatabase(t *testing.T) {
 	must(t, os.WriteFile(path, bytes.Repeat([]byte("this is not a database\n"), 300), 0o644))
 	store, err := file.New(filepath.Join(t.TempDir(), "replica"))
 	must(t, err)
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, ErrorBudget: time.Minute, Logger: testLogger(t)})
+	r := NewSidecar(path, store, SidecarOptions{Interval: 20 * time.Millisecond, ErrorBudget: time.Minute, Logger: testLogger(t)})
 	start := time.Now()
 	err = r.Run(context.Background())
 	if !errors.Is(err, ErrNotDatabase) || errors.Is(err, ErrReplicaUnavailable) {
@@ -242,7 +242,7 @@ func TestReplicatorStopsWhenTheFileIsReplaced(t *testing.T) {
 	a.insert(1)
 	store, err := file.New(filepath.Join(t.TempDir(), "replica"))
 	must(t, err)
-	r := NewReplicator(path, store, ReplicatorOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
+	r := NewSidecar(path, store, SidecarOptions{Interval: 20 * time.Millisecond, Logger: testLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)

@@ -15,8 +15,8 @@ import (
 	"github.com/sluicedb/sluice/replica"
 )
 
-// ReplicatorOptions tunes a Replicator. The zero value is usable.
-type ReplicatorOptions struct {
+// SidecarOptions tunes a Sidecar. The zero value is usable.
+type SidecarOptions struct {
 	Interval time.Duration // longest time a change waits before it is shipped (default 1s)
 	Logger   *slog.Logger
 	OnShip   func(f replica.LTXFile, body []byte) // as Options.OnShip
@@ -30,7 +30,7 @@ type ReplicatorOptions struct {
 }
 
 // ErrReplicaUnavailable: the store took no upload for longer than the
-// replicator's error budget while changes waited to be shipped.
+// sidecar's error budget while changes waited to be shipped.
 var ErrReplicaUnavailable = errors.New("replica unavailable: changes are not being shipped")
 
 // UnavailableError is the error budget running out: no upload accepted for
@@ -57,11 +57,12 @@ const (
 	maxRetryDelay = 30 * time.Second
 )
 
-// Replicator is the sidecar loop for one database written by another process.
-type Replicator struct {
+// Sidecar is the loop of `sluice replicate` and `sluice run` for one database
+// written by another process (the application).
+type Sidecar struct {
 	path  string
 	store replica.Store
-	opts  ReplicatorOptions
+	opts  SidecarOptions
 	log   *slog.Logger
 
 	mu     sync.Mutex
@@ -69,7 +70,7 @@ type Replicator struct {
 	health Health
 }
 
-// Health is what a replicator reports for readiness and metrics.
+// Health is what a sidecar loop reports for readiness and metrics.
 type Health struct {
 	Pos            ltx.Pos   // position the store accepted
 	LastOK         time.Time // last upload or open the store accepted; zero before the first
@@ -80,19 +81,19 @@ type Health struct {
 	UnshippedPages int64     // pages in it
 }
 
-// NewReplicator prepares a loop replicating the database at path into store.
-func NewReplicator(path string, store replica.Store, opts ReplicatorOptions) *Replicator {
+// NewSidecar prepares a loop replicating the database at path into store.
+func NewSidecar(path string, store replica.Store, opts SidecarOptions) *Sidecar {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Replicator{path: path, store: store, opts: opts, log: opts.Logger.With("db", path)}
+	return &Sidecar{path: path, store: store, opts: opts, log: opts.Logger.With("db", path)}
 }
 
 // Pos returns the position the store has accepted (zero before the first Open).
-func (r *Replicator) Pos() ltx.Pos {
+func (r *Sidecar) Pos() ltx.Pos {
 	r.mu.Lock()
 	db := r.db
 	r.mu.Unlock()
@@ -104,7 +105,7 @@ func (r *Replicator) Pos() ltx.Pos {
 
 // Snapshot uploads the database as a level-9 snapshot at its shipped TXID
 // (DB.Snapshot): how the sidecar heals a damaged replica.
-func (r *Replicator) Snapshot(ctx context.Context) (replica.LTXFile, error) {
+func (r *Sidecar) Snapshot(ctx context.Context) (replica.LTXFile, error) {
 	r.mu.Lock()
 	db := r.db
 	r.mu.Unlock()
@@ -114,8 +115,8 @@ func (r *Replicator) Snapshot(ctx context.Context) (replica.LTXFile, error) {
 	return db.Snapshot(ctx)
 }
 
-// Health returns the replicator's current state.
-func (r *Replicator) Health() Health {
+// Health returns the sidecar loop's current state.
+func (r *Sidecar) Health() Health {
 	r.mu.Lock()
 	h := r.health
 	db := r.db
@@ -131,7 +132,7 @@ func (r *Replicator) Health() Health {
 }
 
 // record notes the outcome of one attempt to reach the store, begun at start.
-func (r *Replicator) record(err error, start time.Time) {
+func (r *Sidecar) record(err error, start time.Time) {
 	if r.opts.OnResult != nil {
 		r.opts.OnResult(err)
 	}
@@ -150,7 +151,7 @@ func (r *Replicator) record(err error, start time.Time) {
 }
 
 // overBudget reports whether failures have lasted longer than the budget.
-func (r *Replicator) overBudget() (time.Duration, bool) {
+func (r *Sidecar) overBudget() (time.Duration, bool) {
 	if r.opts.ErrorBudget <= 0 {
 		return 0, false
 	}
@@ -174,7 +175,7 @@ func retryDelay(n int) time.Duration {
 
 // nextTry is the wait before the next attempt: the backoff, but never past
 // the end of the error budget, so the last try happens when it expires.
-func (r *Replicator) nextTry(poll time.Duration, failures int) time.Duration {
+func (r *Sidecar) nextTry(poll time.Duration, failures int) time.Duration {
 	d := max(poll, retryDelay(failures))
 	if r.opts.ErrorBudget > 0 {
 		r.mu.Lock()
@@ -193,7 +194,7 @@ func (r *Replicator) nextTry(poll time.Duration, failures int) time.Duration {
 // cancelled it ships what is left, closes and returns nil (or the final
 // Sync's error). It returns an error wrapping ErrFenced as soon as another
 // writer owns the replica.
-func (r *Replicator) Run(ctx context.Context) error {
+func (r *Sidecar) Run(ctx context.Context) error {
 	poll := r.opts.Interval
 	db, err := r.open(ctx, poll)
 	if db == nil {
@@ -285,7 +286,7 @@ const (
 // the error budget. If the file appears, it is opened even when ctx has just
 // ended, so a short-lived app's writes are not skipped; if that last try
 // fails too, the error says the database was not replicated.
-func (r *Replicator) open(ctx context.Context, poll time.Duration) (*DB, error) {
+func (r *Sidecar) open(ctx context.Context, poll time.Duration) (*DB, error) {
 	poll = min(poll, 100*time.Millisecond) // a new database should not wait a whole interval
 	waiting, finalTry := false, false
 	failures := 0
