@@ -54,7 +54,7 @@ func runBenchHostile(ctx context.Context, args []string) error {
 	defer c.Stop()
 	time.Sleep(time.Second)
 	budget := hostile.Budget{CanaryP99: *p99, RSS: *rss << 20}
-	fmt.Printf("sluice bench hostile: %s, canary on its own database every 20-100 ms; budget: canary p99 %s, RSS %d MiB\n",
+	fmt.Printf("sluice bench hostile: %s, canary on its own database every 5-25 ms; budget: canary p99 %s, RSS %d MiB\n",
 		sluice, *p99, *rss)
 	var results []hostile.Result
 	failed := 0
