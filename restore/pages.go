@@ -62,7 +62,7 @@ const wholeBudget = 8 << 20
 // bytes of the base snapshot, in parallel (see Warm). An empty replica
 // matches ErrNoReplica.
 func OpenPages(ctx context.Context, store replica.Store, opts Options, head int64) (*Pages, error) {
-	plan, err := Plan(ctx, store, opts)
+	plan, err := planFiles(ctx, store, opts, true)
 	if err != nil {
 		return nil, err
 	}
