@@ -66,6 +66,11 @@ func OpenPages(ctx context.Context, store replica.Store, opts Options, head int6
 	if err != nil {
 		return nil, err
 	}
+	return openPlanned(ctx, store, opts, plan, head)
+}
+
+// openPlanned is OpenPages once the plan is made.
+func openPlanned(ctx context.Context, store replica.Store, opts Options, plan []replica.LTXFile, head int64) (*Pages, error) {
 	n := len(plan)
 	p := &Pages{store: store, files: plan, whole: make([][]byte, n)}
 	idx := make([][]indexEntry, n)
