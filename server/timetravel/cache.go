@@ -119,6 +119,8 @@ type entry struct {
 	coldUp   chan struct{}
 	coldMu   sync.RWMutex
 	coldOver bool
+	answered chan struct{} // closed once a read on cold was answered (see restoreDelay)
+	answerOn sync.Once
 }
 
 // New empties opts.Dir and returns a Cache over it.
@@ -277,7 +279,7 @@ func (c *Cache) acquireFor(ctx context.Context, k key, early bool) (*entry, erro
 	}
 	e := c.entries[k]
 	if e == nil {
-		e = &entry{key: k, started: time.Now(), ready: make(chan struct{}), coldUp: make(chan struct{})}
+		e = &entry{key: k, started: time.Now(), ready: make(chan struct{}), coldUp: make(chan struct{}), answered: make(chan struct{})}
 		c.entries[k] = e
 		// Detached from ctx: the requests sharing the build must not fail
 		// because the first one gave up.
@@ -338,6 +340,7 @@ func (c *Cache) build(e *entry) {
 	defer cancel()
 	coldDone := make(chan struct{})
 	go func() { defer close(coldDone); c.openCold(ctx, e) }()
+	waitFirstAnswer(e)
 	err := os.MkdirAll(dir, 0o755)
 	var res restore.Result
 	if err == nil {

@@ -61,3 +61,27 @@ func (c *Cache) usable(ctx context.Context, k key) bool {
 	c.mu.Unlock()
 	return building || (c.built(k) && c.current(ctx, k))
 }
+
+// restoreDelay: a state read on demand is restored once its first read was
+// answered, or after this long, whichever comes first, so that the
+// restore's downloads do not take the CPU and bandwidth that answer needs.
+const restoreDelay = 250 * time.Millisecond
+
+// waitFirstAnswer waits, if e is read on demand, for its first answer, at
+// most restoreDelay in all.
+func waitFirstAnswer(e *entry) {
+	t := time.NewTimer(restoreDelay)
+	defer t.Stop()
+	select {
+	case <-e.coldUp:
+		if e.cold == nil {
+			return
+		}
+	case <-t.C:
+		return
+	}
+	select {
+	case <-e.answered:
+	case <-t.C:
+	}
+}
