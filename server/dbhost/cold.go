@@ -77,7 +77,7 @@ func (c *coldDB) Name() string { return c.name }
 func (c *coldDB) Bookmark() Bookmark { return Bookmark(c.txid.Load()) }
 
 func (c *coldDB) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
-	want := readAfter(ctx)
+	want := ReadAfter(ctx)
 	if want > c.Bookmark() {
 		// Read-your-writes: the view may predate what the previous holder
 		// shipped; the lease check brings it up to date, or the file will.

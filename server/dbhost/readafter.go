@@ -16,8 +16,8 @@ func WithReadAfter(ctx context.Context, bm Bookmark) context.Context {
 	return context.WithValue(ctx, readAfterKey{}, bm)
 }
 
-// readAfter is the bookmark WithReadAfter put in ctx (0: none).
-func readAfter(ctx context.Context) Bookmark {
+// ReadAfter is the bookmark WithReadAfter put in ctx (0: none).
+func ReadAfter(ctx context.Context) Bookmark {
 	bm, _ := ctx.Value(readAfterKey{}).(Bookmark)
 	return bm
 }
