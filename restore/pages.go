@@ -62,10 +62,15 @@ const wholeBudget = 8 << 20
 // bytes of the base snapshot, in parallel (see Warm). An empty replica
 // matches ErrNoReplica.
 func OpenPages(ctx context.Context, store replica.Store, opts Options, head int64) (*Pages, error) {
-	plan, err := Plan(ctx, store, opts)
+	plan, err := planFiles(ctx, store, opts, true)
 	if err != nil {
 		return nil, err
 	}
+	return openPlanned(ctx, store, opts, plan, head)
+}
+
+// openPlanned is OpenPages once the plan is made.
+func openPlanned(ctx context.Context, store replica.Store, opts Options, plan []replica.LTXFile, head int64) (*Pages, error) {
 	n := len(plan)
 	p := &Pages{store: store, files: plan, whole: make([][]byte, n)}
 	idx := make([][]indexEntry, n)

@@ -31,7 +31,13 @@ var errDamagedReplica = fmt.Errorf("the replica is damaged (%w)", replica.ErrDam
 // state, oldest first: a file starting at TXID 1 (a snapshot) followed by the
 // files that continue it, the fewest possible.
 func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTXFile, error) {
-	files, target, partial, err := list(ctx, store, opts)
+	return planFiles(ctx, store, opts, false)
+}
+
+// planFiles is Plan; eager: an answer waits on it (OpenPages), so level 0 is
+// listed beside the upper levels (replica.ListNewestLTXEager).
+func planFiles(ctx context.Context, store replica.Store, opts Options, eager bool) ([]replica.LTXFile, error) {
+	files, target, partial, err := list(ctx, store, opts, eager)
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +59,15 @@ func Plan(ctx context.Context, store replica.Store, opts Options) ([]replica.LTX
 // For the newest state it lists only what that takes
 // (replica.ListNewestLTX): partial then says level-0 files the upper levels
 // cover were left out, and a plan that fails is made again from listAll.
-func list(ctx context.Context, store replica.Store, opts Options) (files []replica.LTXFile, target ltx.TXID, partial bool, err error) {
+func list(ctx context.Context, store replica.Store, opts Options, eager bool) (files []replica.LTXFile, target ltx.TXID, partial bool, err error) {
 	if err := opts.validate(); err != nil {
 		return nil, 0, false, err
 	}
 	partial = opts.TXID == 0 && opts.Timestamp.IsZero()
 	var levels [][]replica.LTXFile
-	if partial {
+	if partial && eager {
+		levels, err = replica.ListNewestLTXEager(ctx, store)
+	} else if partial {
 		levels, err = replica.ListNewestLTX(ctx, store)
 	} else {
 		levels, err = replica.ListAllLTX(ctx, store)

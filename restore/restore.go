@@ -83,7 +83,7 @@ func Restore(ctx context.Context, store replica.Store, outPath string, opts Opti
 		return Result{}, err
 	}
 	start := time.Now()
-	files, target, partial, err := list(ctx, store, opts)
+	files, target, partial, err := list(ctx, store, opts, false)
 	if err != nil {
 		return Result{}, err
 	}

@@ -192,6 +192,7 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		r = withReadAfter(r)
 		h(sw, r)
 		if sw.status == 0 {
 			sw.status = http.StatusOK

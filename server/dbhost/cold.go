@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -25,21 +26,30 @@ import (
 // looks complete). Writes and sessions wait for hydration, then run on the
 // database opened from that file, as does every request after the hand-over.
 //
-// This instance holds the database's lease throughout (when leases are on),
-// so nobody writes the replica meanwhile: the view and the restored file are
-// the same state, and each request runs wholly on one of them.
+// The lease (when leases are on) is taken beside the first reads, not
+// before them: a read of a state the bucket holds needs no lease (it is
+// what a follower answers), so the first answer does not wait for it.
+// Hydration starts only once the lease is held and the view was checked
+// against what a previous holder shipped meanwhile (a newer state replaces
+// the view), so the restored file, and every write on it, is the writer's
+// state. A read whose bookmark is newer than the view waits for that check
+// (or for the restored file); another holder ends the cold open and the
+// requests go to it as for any database whose lease is held elsewhere.
 type coldDB struct {
-	h       *Host
-	name    string
-	view    *coldopen.View
-	pages   *restore.Pages
-	log     *slog.Logger
-	opened  time.Time
-	release func() // the lease, until the hand-over
-	cancel  context.CancelFunc
+	h      *Host
+	name   string
+	log    *slog.Logger
+	opened time.Time
+	cancel context.CancelFunc
 
-	mu   sync.RWMutex // reads on the view hold it shared; the hand-over takes it
-	over bool         // the view is closed: requests go to the host
+	mu    sync.RWMutex // reads on the view hold it shared; a view swap and the hand-over take it
+	view  *coldopen.View
+	pages *restore.Pages
+	stale bool // the view is older than the bucket and no newer one could be read: reads wait for the file
+	over  bool // the view is closed: requests go to the host
+	txid  atomic.Uint64
+
+	leased chan struct{} // closed once the lease is held (or the cold open ended) and the view checked
 
 	done chan struct{} // closed once hydration ended, handed over or failed
 	err  error         // why it failed; set before done closes
@@ -64,11 +74,21 @@ func (c *coldDB) startHydrating() { c.kickOnce.Do(func() { close(c.kick) }) }
 func (c *coldDB) Name() string { return c.name }
 
 // Bookmark is the TXID of the state the view shows.
-func (c *coldDB) Bookmark() Bookmark { return Bookmark(c.pages.TXID()) }
+func (c *coldDB) Bookmark() Bookmark { return Bookmark(c.txid.Load()) }
 
 func (c *coldDB) Read(ctx context.Context, fn func(sqlconn.Conn) error) (Bookmark, error) {
+	want := ReadAfter(ctx)
+	if want > c.Bookmark() {
+		// Read-your-writes: the view may predate what the previous holder
+		// shipped; the lease check brings it up to date, or the file will.
+		select {
+		case <-c.leased:
+		case <-ctx.Done():
+			return 0, sqlconn.Translate(ctx.Err())
+		}
+	}
 	c.mu.RLock()
-	if !c.over {
+	if !c.over && !c.stale && want <= c.Bookmark() {
 		defer c.mu.RUnlock()
 		err := c.view.Read(ctx, fn)
 		c.firstOnce.Do(func() {
@@ -143,6 +163,9 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	if refused || busy { // its last restore failed (restored whole, it reports why), or enough hydrate already
 		return nil, nil
 	}
+	if _, elsewhere := h.Leader(name); elsewhere {
+		return nil, nil // its writer is another instance: open says so, and the request goes there
+	}
 	path := h.path(name)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -150,40 +173,8 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	start := time.Now()
-	// The plan and page indexes are read while the lease is taken (they
-	// cost as many round trips): what a previous holder shipped meanwhile
-	// is looked for once the lease is ours.
-	type planned struct {
-		pages *restore.Pages
-		err   error
-	}
-	pctx, pcancel := context.WithCancel(ctx)
-	defer pcancel()
-	plan := make(chan planned, 1)
-	go func() {
-		p, err := restore.OpenPages(pctx, store, restore.Options{}, h.opts.ColdOpen.Head())
-		plan <- planned{p, err}
-	}()
-	release := func() {}
-	if h.leases != nil { // nobody writes the replica while the view shows it
-		var err error
-		if release, err = h.acquireLease(ctx, name, store); err != nil {
-			pcancel()
-			<-plan
-			return nil, err
-		}
-		if h.opts.OnWriterOpening != nil {
-			h.opts.OnWriterOpening(name)
-		}
-	}
-	leased := time.Since(start)
-	res := <-plan
-	pages, err := res.pages, res.err
-	if err == nil && h.leases != nil {
-		if newer, lerr := shippedAfter(ctx, store, pages.TXID()); lerr != nil || newer {
-			pages, err = restore.OpenPages(ctx, store, restore.Options{}, h.opts.ColdOpen.Head())
-		}
-	}
+	// No lease yet: hydrate takes it beside the first reads (see coldDB).
+	pages, err := restore.OpenPages(ctx, store, restore.Options{}, h.opts.ColdOpen.Head())
 	if err == nil && pages.Size() == 0 {
 		err = restore.ErrNoReplica
 	}
@@ -195,18 +186,17 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 		if !errors.Is(err, restore.ErrNoReplica) && ctx.Err() == nil {
 			log.Warn("cold open: cannot read the replica page by page; restoring it whole before answering", "err", err)
 		}
-		release()
 		return nil, nil
 	}
 	hctx, cancel := context.WithCancel(context.Background())
-	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start, release: release,
-		cancel: cancel, done: make(chan struct{}), kick: make(chan struct{})}
+	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start,
+		cancel: cancel, leased: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{})}
+	c.txid.Store(uint64(pages.TXID()))
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		cancel()
 		view.Close()
-		release()
 		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
 	}
 	if h.cold == nil {
@@ -216,9 +206,61 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	h.mu.Unlock()
 	st := view.Stats()
 	log.Info("cold open: answering reads on demand while the database is restored", "txid", uint64(pages.TXID()),
-		"bytes", pages.Size(), "files", pages.Files(), "requests", st.Requests, "fetched_bytes", st.Bytes, "lease_took", leased, "took", time.Since(start))
+		"bytes", pages.Size(), "files", pages.Files(), "requests", st.Requests, "fetched_bytes", st.Bytes, "took", time.Since(start))
 	go c.hydrate(hctx, store, path)
 	return c, nil
+}
+
+// takeLease takes the database's lease (when leases are on) and brings the
+// view up to what a previous holder shipped after the plan's listing;
+// release undoes it. It closes c.leased whatever happens.
+func (c *coldDB) takeLease(ctx context.Context, store replica.Store) (release func(), err error) {
+	defer close(c.leased)
+	h := c.h
+	if h.leases == nil {
+		return func() {}, nil
+	}
+	start := time.Now()
+	if release, err = h.acquireLease(ctx, c.name, store); err != nil {
+		return nil, err
+	}
+	if h.opts.OnWriterOpening != nil {
+		h.opts.OnWriterOpening(c.name)
+	}
+	old := ltx.TXID(c.txid.Load())
+	newer, lerr := shippedAfter(ctx, store, old)
+	if lerr != nil || newer {
+		c.replan(ctx, store)
+	}
+	c.log.Info("cold open: lease taken", "txid", c.txid.Load(), "newer_than_view", newer || lerr != nil, "took", time.Since(start))
+	return release, nil
+}
+
+// replan replaces the view with one of the bucket's newest state; if that
+// cannot be read, reads wait for the restored file instead.
+func (c *coldDB) replan(ctx context.Context, store replica.Store) {
+	pages, err := restore.OpenPages(ctx, store, restore.Options{}, c.h.opts.ColdOpen.Head())
+	if err == nil && pages.Size() == 0 {
+		err = restore.ErrNoReplica
+	}
+	var view *coldopen.View
+	if err == nil {
+		view, err = coldopen.Open(pages, *c.h.opts.ColdOpen)
+	}
+	c.mu.Lock()
+	old := c.view
+	if err != nil {
+		c.stale = true
+	} else {
+		c.view, c.pages = view, pages
+		c.txid.Store(uint64(pages.TXID()))
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Info("cold open: the bucket holds a newer state than the view; reads wait for the restore", "err", err)
+		return
+	}
+	old.Close()
 }
 
 // hydrate restores the local file, then hands over under the name lock:
@@ -226,6 +268,11 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 // from the file, and only then does the host return it for name.
 func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) {
 	h := c.h
+	release, lerr := c.takeLease(ctx, store)
+	if lerr != nil {
+		c.end(ctx, lerr)
+		return
+	}
 	t := time.NewTimer(hydrateDelay)
 	select {
 	case <-c.kick:
@@ -257,10 +304,11 @@ func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) 
 	c.mu.Unlock()
 	st := c.view.Stats()
 	c.view.Close()
+	served := c.Bookmark()
 	if err == nil {
 		var db *database
-		if db, err = h.start(ctx, c.name, path, store, c.log); err == nil && uint64(db.rep.Pos().TXID) != uint64(c.pages.TXID()) {
-			c.log.Warn("cold open: the restored file is at another TXID than the reads served before it", "served", uint64(c.pages.TXID()), "restored", uint64(db.rep.Pos().TXID))
+		if db, err = h.start(ctx, c.name, path, store, c.log); err == nil && uint64(db.rep.Pos().TXID) < uint64(served) {
+			c.log.Warn("cold open: the restored file is older than the reads served before it", "served", uint64(served), "restored", uint64(db.rep.Pos().TXID))
 		}
 	}
 	if unlock != nil {
@@ -276,17 +324,41 @@ func (c *coldDB) hydrate(ctx context.Context, store replica.Store, path string) 
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		c.release()
+		release()
 		c.log.Info("cold open: restore stopped: the database was closed or deleted", "took", time.Since(start))
 	case err != nil:
-		c.release()
+		release()
 		c.log.Warn("cold open: restore did not complete; the database is not open", "err", err, "took", time.Since(start))
 	default:
 		c.log.Info("cold open: restored; requests now use the local file", "reads_on_demand", st.Reads,
 			"cache_hits", st.Hits, "cache_misses", st.Misses, "pages_fetched", st.Fetched, "requests", st.Requests,
 			"fetched_bytes", st.Bytes, "bytes", c.pages.Size(), "restore_took", time.Since(start), "since_open", time.Since(c.opened))
 	}
+	c.finish(err)
+}
+
+// end ends a cold open whose lease could not be taken (held by another
+// instance, or the store refused): the view closes and the error, a
+// *NotLeaderError for another holder, answers whoever waits; the next
+// request opens the database as usual (and is sent to the holder). No
+// mark against cold opens: the replica is fine.
+func (c *coldDB) end(ctx context.Context, err error) {
+	c.mu.Lock()
+	c.over = true
+	c.mu.Unlock()
+	c.view.Close()
+	if ctx.Err() != nil {
+		c.log.Info("cold open: stopped before the lease was taken: the database was closed or deleted")
+	} else {
+		c.log.Info("cold open: the lease could not be taken; reads on demand end here", "err", err)
+	}
+	c.finish(err)
+}
+
+// finish publishes the outcome and takes c out of the host's table.
+func (c *coldDB) finish(err error) {
 	c.err = err
+	h := c.h
 	h.mu.Lock()
 	if h.cold[c.name] == c {
 		delete(h.cold, c.name)

@@ -84,6 +84,9 @@ type Cache struct {
 	// times remembers what a time resolved to (a TXID with later commits
 	// after it), so that repeated reads at a time skip the bucket.
 	times map[timeKey]ltx.TXID
+	// planned: plans made while a TXID was resolved, for the build that
+	// follows to read on demand without listing again (see planned.go).
+	planned map[key]restore.Listed
 }
 
 type key struct {
@@ -95,6 +98,7 @@ type key struct {
 // before) says it failed, and the entry has then left the map.
 type entry struct {
 	key      key
+	started  time.Time // when the build began (its point resolved just before)
 	ready    chan struct{}
 	err      error
 	path     string
@@ -115,6 +119,8 @@ type entry struct {
 	coldUp   chan struct{}
 	coldMu   sync.RWMutex
 	coldOver bool
+	answered chan struct{} // closed once a read on cold was answered (see restoreDelay)
+	answerOn sync.Once
 }
 
 // New empties opts.Dir and returns a Cache over it.
@@ -126,7 +132,7 @@ func New(opts Options) (*Cache, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("time travel: create %s: %w", opts.Dir, err)
 	}
-	return &Cache{opts: opts, entries: map[key]*entry{}, times: map[timeKey]ltx.TXID{}}, nil
+	return &Cache{opts: opts, entries: map[key]*entry{}, times: map[timeKey]ltx.TXID{}, planned: map[key]restore.Listed{}}, nil
 }
 
 // Builds is the number of states restored so far.
@@ -146,11 +152,12 @@ func (c *Cache) At(ctx context.Context, name string, p Point) (dbhost.Database, 
 	}
 	// A TXID's state never changes: one built (from the history the
 	// replica still holds) is served as it is.
-	if txid == 0 || !c.built(key{name, txid}) || !c.current(ctx, key{name, txid}) {
-		resolved, newest, err := resolve(ctx, c.opts.Store, name, p)
+	if txid == 0 || !c.usable(ctx, key{name, txid}) {
+		resolved, newest, listed, err := resolveListed(ctx, c.opts.Store, name, p)
 		if err != nil {
 			return nil, err
 		}
+		c.keepPlan(key{name, resolved}, listed)
 		if !p.Time.IsZero() && resolved < newest {
 			// A later commit exists, stamped after p.Time: no commit to
 			// come can change what the time resolves to.
@@ -272,7 +279,7 @@ func (c *Cache) acquireFor(ctx context.Context, k key, early bool) (*entry, erro
 	}
 	e := c.entries[k]
 	if e == nil {
-		e = &entry{key: k, ready: make(chan struct{}), coldUp: make(chan struct{})}
+		e = &entry{key: k, started: time.Now(), ready: make(chan struct{}), coldUp: make(chan struct{}), answered: make(chan struct{})}
 		c.entries[k] = e
 		// Detached from ctx: the requests sharing the build must not fail
 		// because the first one gave up.
@@ -333,6 +340,7 @@ func (c *Cache) build(e *entry) {
 	defer cancel()
 	coldDone := make(chan struct{})
 	go func() { defer close(coldDone); c.openCold(ctx, e) }()
+	waitFirstAnswer(e)
 	err := os.MkdirAll(dir, 0o755)
 	var res restore.Result
 	if err == nil {
@@ -415,7 +423,13 @@ func (c *Cache) openCold(ctx context.Context, e *entry) {
 		}
 	}()
 	start := time.Now()
-	pages, err := restore.OpenPages(ctx, replica.Sub(c.opts.Store, e.key.name), restore.Options{TXID: e.key.txid}, c.opts.OnDemand.Head())
+	var pages *restore.Pages
+	var err error
+	if listed, ok := c.takePlan(e.key); ok {
+		pages, err = restore.OpenPagesPlanned(ctx, replica.Sub(c.opts.Store, e.key.name), listed, c.opts.OnDemand.Head())
+	} else {
+		pages, err = restore.OpenPages(ctx, replica.Sub(c.opts.Store, e.key.name), restore.Options{TXID: e.key.txid}, c.opts.OnDemand.Head())
+	}
 	if err != nil || pages.TXID() != e.key.txid || pages.Size() == 0 {
 		return
 	}

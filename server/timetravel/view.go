@@ -36,6 +36,7 @@ func (v *View) Read(ctx context.Context, fn func(sqlconn.Conn) error) (dbhost.Bo
 		if !e.coldOver {
 			err := e.cold.Read(ctx, fn)
 			e.coldMu.RUnlock()
+			e.answerOn.Do(func() { close(e.answered) })
 			return v.Bookmark(), err
 		}
 		e.coldMu.RUnlock()
