@@ -138,11 +138,19 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	if f, err := os.Open(path + "-shm"); err == nil {
 		db.shmFile = f
 	}
-	if err := db.removeInFlightTail(ctx); err != nil {
+	// One listing serves the in-flight tail and the position: on a real
+	// bucket every LIST is a round trip on a new holder's way to its first
+	// write.
+	levels, err := replica.ListNewestLTX(ctx, store)
+	if err != nil {
+		db.closeConns()
+		return nil, fmt.Errorf("open %s: read the replica's newest files: %w", path, err)
+	}
+	if levels, err = db.removeInFlightTail(ctx, levels); err != nil {
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	replicaPos, err := replica.LatestPos(ctx, store)
+	replicaPos, err := replica.PosOf(ctx, store, levels)
 	if err != nil {
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: read the replica's position: %w", path, err)

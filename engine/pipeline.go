@@ -438,40 +438,47 @@ func (db *DB) cleanUpAfterFence(lost ltx.TXID) {
 // never landed (replica.InFlightTail): they were never acknowledged, and
 // left in place they would take this writer's next names. The lease makes
 // this safe: the previous writer acknowledges nothing past its deadline,
-// which passed before this writer could take the lease.
-func (db *DB) removeInFlightTail(ctx context.Context) error {
+// which passed before this writer could take the lease. levels is the
+// replica's newest files (replica.ListNewestLTX); it returns them without
+// the ones it removed.
+func (db *DB) removeInFlightTail(ctx context.Context, levels [][]replica.LTXFile) ([][]replica.LTXFile, error) {
 	if !db.opts.RemoveInFlight {
-		return nil
-	}
-	levels, err := replica.ListNewestLTX(ctx, db.store)
-	if err != nil {
-		return fmt.Errorf("read the replica's newest files: %w", err)
+		return levels, nil
 	}
 	end, tail := replica.InFlightTail(levels)
 	if len(tail) == 0 {
-		return nil
+		return levels, nil
 	}
 	newest := tail[len(tail)-1].MaxTXID
 	if recordedChecksum(db.path, db.store.String(), newest) != 0 {
 		// This file shipped them: they are its acknowledged history and a
 		// missing file among them is damage, which it heals (heal.go).
-		return nil
+		return levels, nil
 	}
 	if open, err := replica.LeaseOpen(ctx, db.store); err != nil {
-		return err
+		return nil, err
 	} else if !open {
-		return nil
+		return levels, nil
 	}
 	keys := make([]string, len(tail))
 	for i, f := range tail {
 		keys[i] = f.Key
 	}
 	if err := db.store.Delete(ctx, keys...); err != nil {
-		return fmt.Errorf("remove the files a previous writer had in flight past TXID %s (never acknowledged): %w", end, err)
+		return nil, fmt.Errorf("remove the files a previous writer had in flight past TXID %s (never acknowledged): %w", end, err)
 	}
 	db.log.Warn("removed the files a previous writer had in flight past a TXID it never landed (never acknowledged); the history continues from the gap",
 		"replica", db.store.String(), "txid", end.String(), "removed", len(keys), "first", keys[0])
-	return nil
+	// The listing without them: the position is the gap's.
+	kept := make([][]replica.LTXFile, len(levels))
+	copy(kept, levels)
+	kept[0] = nil
+	for _, f := range levels[0] {
+		if f.MaxTXID <= end {
+			kept[0] = append(kept[0], f)
+		}
+	}
+	return kept, nil
 }
 
 // dropFlights releases the bytes of the files still in the pipeline once

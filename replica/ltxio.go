@@ -163,6 +163,12 @@ func LatestPos(ctx context.Context, s Store) (ltx.Pos, error) {
 	if err != nil {
 		return ltx.Pos{}, err
 	}
+	return PosOf(ctx, s, levels)
+}
+
+// PosOf is LatestPos from a listing the caller already has (ListNewestLTX):
+// one range GET of the newest file's trailer, no LIST.
+func PosOf(ctx context.Context, s Store, levels [][]LTXFile) (ltx.Pos, error) {
 	f, ok := Latest(levels)
 	if !ok {
 		return ltx.Pos{}, nil
