@@ -238,7 +238,11 @@ func (c *core) finish(ctx context.Context, flush bool) {
 			// The scheduler merges a released database's level 0 later, on
 			// its own: not for a replica whose lease is released next, which
 			// another instance may own by then; that one is merged now,
-			// bounded, while the lease still holds.
+			// bounded, while the lease still holds. It costs this holder
+			// about one upload (level 0's bodies are cached), where the next
+			// holder would read every unmerged file before its first
+			// acknowledgement (compact.CheckTail): that would be the
+			// hand-over's gap.
 			c.compRelease(flush && c.opts.Lease == nil)
 			if flush && c.opts.Lease != nil {
 				c.flushLevel0(ctx)

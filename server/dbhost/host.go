@@ -239,12 +239,6 @@ func (h *Host) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(dbs))
 	for _, db := range dbs {
-		if h.leases != nil {
-			// The lease passes on: its next holder's compaction merges
-			// level 0. Merging here would keep the database unwritten
-			// for that long (the hand-over's gap).
-			db.retiring.Store(true)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
