@@ -104,8 +104,9 @@ func (d *DB) LastCapture() engine.CaptureMark { return d.eng.LastCapture() }
 // purged, so compaction writes nothing more; otherwise a scheduler merges
 // what level 0 holds later, unless the lease passes to another instance.
 func (d *DB) Close(ctx context.Context, forget bool) error {
+	start := time.Now()
 	err := d.eng.Close(ctx)
-	d.core.finish(ctx, !forget)
+	d.core.finish(ctx, !forget, time.Since(start))
 	return err
 }
 

@@ -229,8 +229,11 @@ func (c *core) flushLevel0(ctx context.Context) {
 // finish runs after the final upload: it stops compaction, merging level 0
 // first when flush is set and this process keeps the replica, then
 // releases the lease. Safe to call twice.
-func (c *core) finish(ctx context.Context, flush bool) {
+// shipping is how long the final upload took (logged with the other steps
+// when a lease is released: together they are this side of a hand-over).
+func (c *core) finish(ctx context.Context, flush bool, shipping time.Duration) {
 	c.finished.Do(func() {
+		start := time.Now()
 		c.closing.Store(true)
 		close(c.closed)
 		switch {
@@ -258,11 +261,14 @@ func (c *core) finish(ctx context.Context, flush bool) {
 			c.comp.Close()
 		}
 		if l := c.opts.Lease; l != nil && !c.keepLease.Load() {
+			stopped := time.Since(start)
 			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			if err := l.Release(rctx); err != nil {
 				c.log.Warn("releasing the lease failed; the next holder waits for it to expire", "err", err)
 			}
 			cancel()
+			c.log.Info("closed and released the lease", "final_upload", shipping, "compaction_stop", stopped,
+				"release", time.Since(start)-stopped)
 		}
 	})
 }
