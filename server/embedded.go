@@ -9,7 +9,7 @@ import (
 )
 
 // Embedded replicas' sync requests on an instance that does not write the
-// database are answered from its own follower (package readreplica), not
+// database are answered from its own follower (package followers), not
 // proxied to the writer: a replica syncs from the nearest instance, and
 // the instance's window of recent pages is fed by the files its follower
 // applies. A client that wrote through this instance reads its write back:

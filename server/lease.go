@@ -10,9 +10,9 @@ import (
 
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/metrics"
-	"github.com/sluicedb/sluice/server/readreplica"
 )
 
 // Multi-instance mode: each instance writes a database only while it holds
@@ -72,7 +72,7 @@ func (s *Server) newForwarder() *forward.Forwarder {
 // forwardHost gives forward the host and the views of the read replicas.
 type forwardHost struct {
 	*dbhost.Host
-	replicas *readreplica.Set
+	replicas *followers.Set
 }
 
 // Get finds where name is written without creating it: routing a request
@@ -135,7 +135,7 @@ func (s *Server) perDatabase(local http.HandlerFunc, read *forward.Reader) http.
 
 // registerFollowerMetrics exports every follower's lag.
 func (s *Server) registerFollowerMetrics() {
-	stat := func(f func(readreplica.Stats) float64) func() []metrics.Sample {
+	stat := func(f func(followers.Stats) float64) func() []metrics.Sample {
 		return func() []metrics.Sample {
 			if s.replicas == nil {
 				return nil
@@ -149,11 +149,11 @@ func (s *Server) registerFollowerMetrics() {
 	}
 	db := []string{"db"}
 	s.metrics.reg.GaugeFunc("sluice_follower_txid", "TXID the follower (read replica) has applied.", db,
-		stat(func(st readreplica.Stats) float64 { return float64(st.TXID) }))
+		stat(func(st followers.Stats) float64 { return float64(st.TXID) }))
 	s.metrics.reg.GaugeFunc("sluice_follower_lag_txids", "TXIDs known to exist in the replica (from bookmarks and checks) that the follower has not applied.", db,
-		stat(func(st readreplica.Stats) float64 { return float64(st.LagTXIDs) }))
+		stat(func(st followers.Stats) float64 { return float64(st.LagTXIDs) }))
 	s.metrics.reg.GaugeFunc("sluice_follower_lag_seconds", "Delay between the writer's upload and the follower's apply of the last file.", db,
-		stat(func(st readreplica.Stats) float64 { return st.Lag.Seconds() }))
+		stat(func(st followers.Stats) float64 { return st.Lag.Seconds() }))
 	s.metrics.reg.GaugeFunc("sluice_follower_behind_seconds", "0 when caught up; else the age of the last applied file.", db,
-		stat(func(st readreplica.Stats) float64 { return st.Behind.Seconds() }))
+		stat(func(st followers.Stats) float64 { return st.Behind.Seconds() }))
 }

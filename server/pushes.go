@@ -67,7 +67,7 @@ func (s *Server) pushToken(name string) string {
 }
 
 // subscribeFollower keeps name's copy told of what the holder ships
-// (readreplica.Options.Subscribe).
+// (followers.Options.Subscribe).
 func (s *Server) subscribeFollower(ctx context.Context, name string, wake func(txid uint64)) {
 	if s.cfg.Lease.PollOnly {
 		return

@@ -27,11 +27,11 @@ import (
 	"github.com/sluicedb/sluice/replica/watch"
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/libsqlsync"
-	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/timetravel"
 )
 
@@ -62,7 +62,7 @@ type Server struct {
 	host    *dbhost.Host
 	// replicas are the read replicas of the databases other instances
 	// write (multi-instance mode); empty otherwise.
-	replicas *readreplica.Set
+	replicas *followers.Set
 	hrana    *hrana.Handler
 	auth     *auth.Authenticator
 	metrics  *serverMetrics
@@ -155,7 +155,7 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 	counted := s.metrics.countPuts(store)
 	s.syncHistory = libsqlsync.NewHistory(0)
 	s.initPush()
-	s.replicas = readreplica.New(readreplica.Options{
+	s.replicas = followers.New(followers.Options{
 		DataDir:          cfg.DataDir,
 		Store:            counted,
 		ReadConns:        cfg.Limits.ReadConnections,

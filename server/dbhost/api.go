@@ -3,7 +3,7 @@
 // pool of read connections, hands writes to each database's write path
 // (server/groupcommit), gives interactive sessions a dedicated connection,
 // and holds the leases of multi-instance mode. The read replicas of the
-// databases other instances write are package server/readreplica's.
+// databases other instances write are package server/followers's.
 //
 // It imports sqlconn (the connection layer), groupcommit, engine, restore,
 // replica and coldopen (reads on a database still being restored);

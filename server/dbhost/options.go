@@ -56,7 +56,7 @@ type Options struct {
 	Lease *lease.Options
 	// FollowOnly: never write; answer every use with a *NotLeaderError
 	// naming the lease holder (reads are the read replicas' to answer:
-	// package server/readreplica).
+	// package server/followers).
 	FollowOnly bool
 	// OnWriterOpening, if set, is called with a database's name once this
 	// instance holds its lease and before it restores the database: the

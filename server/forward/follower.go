@@ -9,11 +9,11 @@ import (
 
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/readreplica"
+	"github.com/sluicedb/sluice/server/followers"
 )
 
 // Reads on an instance that does not write a database are answered by its
-// follower (package server/readreplica) when the request, judged before anything
+// follower (package server/followers) when the request, judged before anything
 // runs, only reads: its protocol says so from the body (no stream to
 // continue or leave open, no transaction that needs a session), and SQLite,
 // preparing its statements on the follower, finds every one read-only. A
@@ -22,7 +22,7 @@ import (
 //
 // One case is only known while the request runs: a write that SQLite meets
 // only when stepping, or a transaction a batch leaves open. The follower's
-// database refuses it with a *readreplica.NeedsWriterError; the protocol's read
+// database refuses it with a *followers.NeedsWriterError; the protocol's read
 // path returns that error before it has answered anything, and the request
 // goes to the writer.
 
@@ -31,7 +31,7 @@ type Reader struct {
 	// Inspect judges the request from its method, path and body alone.
 	Inspect func(r *http.Request, body []byte) Read
 	// Serve answers the request on db, the follower's read-only database.
-	// It returns a *readreplica.NeedsWriterError, having written nothing, when
+	// It returns a *followers.NeedsWriterError, having written nothing, when
 	// the request needs the writer after all; it answers everything else.
 	Serve func(w http.ResponseWriter, r *http.Request, db dbhost.Database) error
 }
@@ -73,7 +73,7 @@ func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name st
 		}
 		return false
 	}
-	if !readreplica.StatementsReadOnly(r.Context(), view, verdict.Statements) {
+	if !followers.StatementsReadOnly(r.Context(), view, verdict.Statements) {
 		return false
 	}
 	answer := &replicaAnswer{ResponseWriter: w, view: view}
@@ -85,7 +85,7 @@ func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name st
 	case answer.started:
 		// The read path broke its contract; the client has its answer.
 		return true
-	case readreplica.IsNeedsWriter(err):
+	case followers.IsNeedsWriter(err):
 		return false // the fallback: the writer runs the request
 	}
 	f.cfg.WriteError(w, r, err)

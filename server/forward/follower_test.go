@@ -19,10 +19,10 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/forward"
 	"github.com/sluicedb/sluice/server/hrana"
 	"github.com/sluicedb/sluice/server/jsonapi"
-	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -58,7 +58,7 @@ func (ws *writerStub) proxied() []string {
 // writer stub; its follower is a real read replica.
 type followerHost struct {
 	*dbhost.Host
-	replicas *readreplica.Set
+	replicas *followers.Set
 	writer   string
 }
 
@@ -94,7 +94,7 @@ func instance(t *testing.T, store replica.Store, writer string, served *atomic.I
 	follower := newHost(t, store, func(o *dbhost.Options) {
 		o.FollowOnly = true
 	})
-	replicas := readreplica.New(readreplica.Options{DataDir: t.TempDir(), Store: store, Logger: slog.New(slog.DiscardHandler),
+	replicas := followers.New(followers.Options{DataDir: t.TempDir(), Store: store, Logger: slog.New(slog.DiscardHandler),
 		PollInterval: 10 * time.Millisecond, BookmarkWait: 300 * time.Millisecond})
 	t.Cleanup(replicas.Close)
 	fw := forward.New(forward.Config{Host: followerHost{follower, replicas, writer}, Store: store, Timeout: time.Second,

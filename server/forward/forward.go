@@ -6,7 +6,7 @@
 // instance hands its databases off on shutdown, it proxies to whoever takes
 // each over.
 //
-// It imports lease, replica, server/dbhost and server/readreplica; the front door (package
+// It imports lease, replica, server/dbhost and server/followers; the front door (package
 // server) asks it, and gives it each protocol's read path as a Reader.
 package forward
 
@@ -24,19 +24,19 @@ import (
 )
 
 // Host is what forwarding needs of the database host (dbhost.Host) and of
-// the read replicas (package server/readreplica).
+// the read replicas (package server/followers).
 type Host interface {
 	// Get returns the database when this instance writes it, and a
 	// *dbhost.NotLeaderError naming the writer when another one does; it
 	// need not create a missing database (the local handler does).
 	Get(ctx context.Context, name string) (dbhost.Database, error)
 	// ReadReplica returns the local follower's read-only database once it
-	// has applied bookmark (readreplica.Set.View).
+	// has applied bookmark (followers.Set.View).
 	ReadReplica(ctx context.Context, name string, bookmark dbhost.Bookmark) (Replica, error)
 }
 
 // Replica is a follower's read-only database: its Write and Session fail
-// with a *readreplica.NeedsWriterError.
+// with a *followers.NeedsWriterError.
 type Replica interface {
 	dbhost.Database
 	// Bookmark is the position the follower has applied.

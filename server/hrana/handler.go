@@ -210,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // readablePost returns the handler of a POST route that a read replica may
 // answer (pipelines and Hrana 1 requests, which InspectRead understands),
-// or nil. Each returns a *readreplica.NeedsWriterError, having answered nothing,
+// or nil. Each returns a *followers.NeedsWriterError, having answered nothing,
 // when its database is a read replica that refused a write or a session.
 func (h *Handler) readablePost(path string) func(http.ResponseWriter, *http.Request, dbhost.Database) error {
 	switch path {

@@ -47,7 +47,7 @@ func (h *Handler) servePipeline(w http.ResponseWriter, r *http.Request, db dbhos
 // budget (limits.max-response-bytes): the statement that would pass it is
 // stopped and answered SQLITE_TOOBIG, the others are answered as usual. On a
 // read replica that refused a write or a session it stops, answers nothing
-// and returns the *readreplica.NeedsWriterError (see ServeRead).
+// and returns the *followers.NeedsWriterError (see ServeRead).
 func (h *Handler) runPipeline(w http.ResponseWriter, r *http.Request, db dbhost.Database, body *proto.PipelineRequest,
 	streamRows bool, answer func(http.ResponseWriter, *proto.PipelineResponse, dbhost.Bookmark)) error {
 	if max, n := h.maxPipelineStatements(), statementCount(body.Requests); n > max {

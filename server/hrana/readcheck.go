@@ -8,15 +8,15 @@ import (
 
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/hrana/hranapb"
 	"github.com/sluicedb/sluice/server/hrana/proto"
 	"github.com/sluicedb/sluice/server/hrana/stream"
-	"github.com/sluicedb/sluice/server/readreplica"
 )
 
 // Reads on a read replica. A server that does not write a database asks,
 // before anything runs, whether a request may be answered by its follower
-// (InspectRead, then readreplica.StatementsReadOnly on the follower), and answers
+// (InspectRead, then followers.StatementsReadOnly on the follower), and answers
 // it there with ServeRead.
 
 // Read is what a Hrana request over HTTP says of itself before it runs.
@@ -213,14 +213,14 @@ func replicationIndex(body []byte) uint64 {
 }
 
 // ServeRead answers, on db (a read replica), a POST that InspectRead found
-// a replica may answer. It returns a *readreplica.NeedsWriterError, having
+// a replica may answer. It returns a *followers.NeedsWriterError, having
 // written nothing, when the request needs the writer after all (a write
 // that only SQLite saw, a transaction its batch left open): the caller
 // then sends it to the writer.
 func (h *Handler) ServeRead(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
 	post := h.readablePost(stripDatabasePrefix(r.URL.Path))
 	if post == nil || r.Method != http.MethodPost {
-		return &readreplica.NeedsWriterError{Name: db.Name()} // not a request InspectRead passes
+		return &followers.NeedsWriterError{Name: db.Name()} // not a request InspectRead passes
 	}
 	return post(w, r, db)
 }

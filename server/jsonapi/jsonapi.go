@@ -20,10 +20,10 @@ import (
 	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/groupcommit"
 	"github.com/sluicedb/sluice/server/httperr"
 	"github.com/sluicedb/sluice/server/httpjson"
-	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -92,8 +92,8 @@ func (a *API) query(w http.ResponseWriter, r *http.Request) {
 
 // ServeRead answers a query on db, a read replica of the request's
 // database, for a server that found the query reads only
-// (QueryStatements, readreplica.StatementsReadOnly). It returns a
-// *readreplica.NeedsWriterError, having written nothing, when the query needs
+// (QueryStatements, followers.StatementsReadOnly). It returns a
+// *followers.NeedsWriterError, having written nothing, when the query needs
 // the writer after all (a write that only SQLite saw): the caller then
 // sends it to the writer.
 func (a *API) ServeRead(w http.ResponseWriter, r *http.Request, db dbhost.Database) error {
@@ -116,7 +116,7 @@ func QueryStatements(body []byte) []string {
 }
 
 // serveQuery runs a query on the database open returns. It answers every
-// outcome but one: a *readreplica.NeedsWriterError (open gave a read replica) is
+// outcome but one: a *followers.NeedsWriterError (open gave a read replica) is
 // returned with nothing written.
 func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(context.Context, string) (dbhost.Database, error)) error {
 	name := r.PathValue("name")
@@ -174,7 +174,7 @@ func (a *API) serveQuery(w http.ResponseWriter, r *http.Request, open func(conte
 	if errors.Is(err, dberr.ErrNeedsOwnConnection) {
 		b, err = q.runOwn(ctx, db, idem)
 	}
-	if readreplica.IsNeedsWriter(err) {
+	if followers.IsNeedsWriter(err) {
 		return err
 	}
 	results := q.results

@@ -97,7 +97,7 @@ func (s *Stream) UseSQL(sqls map[int32]string) { s.sqls = sqls }
 // Stream is the stream the execution runs on.
 func (x *Execution) Stream() *Stream { return x.s }
 
-// NeedsWriter is the *readreplica.NeedsWriterError the database (a read
+// NeedsWriter is the *followers.NeedsWriterError the database (a read
 // replica) answered, when the request must be sent to the writer instead.
 func (x *Execution) NeedsWriter() error { return x.needsWriter }
 

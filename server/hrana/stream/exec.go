@@ -12,8 +12,8 @@ import (
 	"github.com/sluicedb/sluice/internal/sqltext"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/hrana/proto"
-	"github.com/sluicedb/sluice/server/readreplica"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -59,9 +59,9 @@ type Execution struct {
 }
 
 // noteNeedsWriter records err if it says that the request needs the
-// database's writer (readreplica.NeedsWriterError, from a read replica).
+// database's writer (followers.NeedsWriterError, from a read replica).
 func (x *Execution) noteNeedsWriter(err error) {
-	if x.needsWriter == nil && readreplica.IsNeedsWriter(err) {
+	if x.needsWriter == nil && followers.IsNeedsWriter(err) {
 		x.needsWriter = err
 	}
 }

@@ -1,4 +1,4 @@
-// Package readreplica keeps live read-only copies of the databases another
+// Package followers keeps live read-only copies of the databases another
 // instance writes and answers reads from them. Each copy is a
 // follow.Follower kept current from the bucket, in its own file
 // (<name>.follower, never the writer's <name>.db); a read that carries a
@@ -11,7 +11,7 @@
 // instance takes a database's lease, the server drops that database's copy
 // (dbhost.Options.OnWriterOpening): the writer restores <name>.db from the
 // bucket, which is at least as new.
-package readreplica
+package followers
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package readreplica_test
+package followers_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/sluicedb/sluice/replica/file"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/dbhost"
-	"github.com/sluicedb/sluice/server/readreplica"
+	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/sqlconn"
 )
 
@@ -44,7 +44,7 @@ func TestViewReadsAtItsBookmarkAndSendsWritesToTheWriter(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	set := readreplica.New(readreplica.Options{DataDir: dir, Store: store, Logger: log,
+	set := followers.New(followers.Options{DataDir: dir, Store: store, Logger: log,
 		PollInterval: 10 * time.Millisecond, BookmarkWait: 2 * time.Second})
 	t.Cleanup(set.Close)
 	v, err := set.View(ctx, dbhost.DefaultDatabase, bm)
@@ -64,14 +64,14 @@ func TestViewReadsAtItsBookmarkAndSendsWritesToTheWriter(t *testing.T) {
 	}); err != nil || n != 41 {
 		t.Fatalf("read: %d, %v", n, err)
 	}
-	if !readreplica.StatementsReadOnly(ctx, v, []string{"SELECT n FROM t"}) ||
-		readreplica.StatementsReadOnly(ctx, v, []string{"INSERT INTO t VALUES (1)"}) {
+	if !followers.StatementsReadOnly(ctx, v, []string{"SELECT n FROM t"}) ||
+		followers.StatementsReadOnly(ctx, v, []string{"INSERT INTO t VALUES (1)"}) {
 		t.Fatal("StatementsReadOnly disagrees with SQLite")
 	}
-	if _, err := v.Write(ctx, func(sqlconn.Conn) error { return nil }); !readreplica.IsNeedsWriter(err) || !errors.Is(err, dberr.ErrNotLeader) {
+	if _, err := v.Write(ctx, func(sqlconn.Conn) error { return nil }); !followers.IsNeedsWriter(err) || !errors.Is(err, dberr.ErrNotLeader) {
 		t.Fatalf("write on a view: %v", err)
 	}
-	if _, err := v.Session(ctx); !readreplica.IsNeedsWriter(err) {
+	if _, err := v.Session(ctx); !followers.IsNeedsWriter(err) {
 		t.Fatalf("session on a view: %v", err)
 	}
 	if st := set.Stats(); len(st) != 1 || st[0].Name != dbhost.DefaultDatabase {
@@ -96,7 +96,7 @@ func TestViewOfADatabaseNowhereIsNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := readreplica.New(readreplica.Options{DataDir: t.TempDir(), Store: store, Logger: slog.New(slog.DiscardHandler)})
+	set := followers.New(followers.Options{DataDir: t.TempDir(), Store: store, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(set.Close)
 	if _, err := set.View(context.Background(), "missing", 0); !errors.Is(err, dberr.ErrNotFound) {
 		t.Fatalf("view of a database nowhere: %v", err)

@@ -1,4 +1,4 @@
-package readreplica
+package followers
 
 import (
 	"context"
