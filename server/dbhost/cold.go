@@ -49,7 +49,9 @@ type coldDB struct {
 	over  bool // the view is closed: requests go to the host
 	txid  atomic.Uint64
 
-	leased chan struct{} // closed once the lease is held (or the cold open ended) and the view checked
+	leased   chan struct{} // closed once the lease is held (or the cold open ended) and the view checked
+	leaseErr error         // why the lease was not taken; set before leased closes
+	early    *earlyLease   // the lease, asked for beside the plan (nil: leases are off)
 
 	done chan struct{} // closed once hydration ended, handed over or failed
 	err  error         // why it failed; set before done closes
@@ -173,7 +175,10 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	start := time.Now()
-	// No lease yet: hydrate takes it beside the first reads (see coldDB).
+	// The lease is asked for beside the plan, not before it (see coldDB);
+	// hydrate waits for it.
+	hctx, cancel := context.WithCancel(context.Background())
+	early := h.askLease(hctx, name, store)
 	pages, err := restore.OpenPages(ctx, store, restore.Options{}, h.opts.ColdOpen.Head())
 	if err == nil && pages.Size() == 0 {
 		err = restore.ErrNoReplica
@@ -183,18 +188,20 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 		view, err = coldopen.Open(pages, *h.opts.ColdOpen)
 	}
 	if err != nil {
+		early.abandon() // the usual open takes the lease again
+		cancel()
 		if !errors.Is(err, restore.ErrNoReplica) && ctx.Err() == nil {
 			log.Warn("cold open: cannot read the replica page by page; restoring it whole before answering", "err", err)
 		}
 		return nil, nil
 	}
-	hctx, cancel := context.WithCancel(context.Background())
-	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start,
+	c := &coldDB{h: h, name: name, view: view, pages: pages, log: log, opened: start, early: early,
 		cancel: cancel, leased: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{})}
 	c.txid.Store(uint64(pages.TXID()))
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
+		early.abandon()
 		cancel()
 		view.Close()
 		return nil, dberr.New(dberr.CodeUnavailable, "server is shutting down")
@@ -215,13 +222,16 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 // view up to what a previous holder shipped after the plan's listing;
 // release undoes it. It closes c.leased whatever happens.
 func (c *coldDB) takeLease(ctx context.Context, store replica.Store) (release func(), err error) {
-	defer close(c.leased)
+	defer func() {
+		c.leaseErr = err
+		close(c.leased)
+	}()
 	h := c.h
-	if h.leases == nil {
+	if c.early == nil {
 		return func() {}, nil
 	}
-	start := time.Now()
-	if release, err = h.acquireLease(ctx, c.name, store); err != nil {
+	start := c.opened
+	if release, err = c.early.wait(); err != nil {
 		return nil, err
 	}
 	if h.opts.OnWriterOpening != nil {
@@ -425,4 +435,56 @@ func (h *Host) Hydrating() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.cold)
+}
+
+// earlyLease is a lease asked for in the background, beside the plan.
+type earlyLease struct {
+	done    chan struct{}
+	release func()
+	err     error
+}
+
+// askLease starts taking name's lease (nil when leases are off).
+func (h *Host) askLease(ctx context.Context, name string, store replica.Store) *earlyLease {
+	if h.leases == nil {
+		return nil
+	}
+	e := &earlyLease{done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		e.release, e.err = h.acquireLease(ctx, name, store)
+	}()
+	return e
+}
+
+func (e *earlyLease) wait() (func(), error) {
+	<-e.done
+	return e.release, e.err
+}
+
+// abandon releases the lease if it was taken: the cold open did not start.
+func (e *earlyLease) abandon() {
+	if e == nil {
+		return
+	}
+	if release, err := e.wait(); err == nil {
+		release()
+	}
+}
+
+// AwaitWriter waits, for a database opened cold, until its lease is settled,
+// and returns the *NotLeaderError when another instance holds it: a request
+// routed here must then go to that instance, since a write on the cold
+// database could only fail. For any other database it returns nil at once.
+func AwaitWriter(ctx context.Context, db Database) error {
+	c, ok := db.(*coldDB)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-c.leased:
+		return c.leaseErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -117,7 +117,12 @@ func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, l
 // name, and nil when this one does (or Get failed otherwise: the local
 // handler reports that).
 func (f *Forwarder) writerElsewhere(r *http.Request, name string) *dbhost.NotLeaderError {
-	_, err := f.cfg.Host.Get(r.Context(), name)
+	db, err := f.cfg.Host.Get(r.Context(), name)
+	if err == nil {
+		// A database opened cold answers before its lease is settled; if
+		// another instance holds it, the request is that instance's.
+		err = dbhost.AwaitWriter(r.Context(), db)
+	}
 	var nl *dbhost.NotLeaderError
 	if errors.As(err, &nl) {
 		return nl
