@@ -188,8 +188,7 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 		view, err = coldopen.Open(pages, *h.opts.ColdOpen)
 	}
 	if err != nil {
-		early.abandon() // the usual open takes the lease again
-		cancel()
+		h.handLease(name, early, cancel) // to the usual open, which the caller runs next under the same lock
 		if !errors.Is(err, restore.ErrNoReplica) && ctx.Err() == nil {
 			log.Warn("cold open: cannot read the replica page by page; restoring it whole before answering", "err", err)
 		}
@@ -442,6 +441,7 @@ type earlyLease struct {
 	done    chan struct{}
 	release func()
 	err     error
+	cancel  context.CancelFunc // ends the context it was asked under, once handed on
 }
 
 // askLease starts taking name's lease (nil when leases are off).
@@ -460,6 +460,32 @@ func (h *Host) askLease(ctx context.Context, name string, store replica.Store) *
 func (e *earlyLease) wait() (func(), error) {
 	<-e.done
 	return e.release, e.err
+}
+
+// handLease keeps a lease asked for by a cold open that did not start, for
+// the open the caller runs next under the same name lock (takeHandedLease):
+// asking again would cost its round trips twice.
+func (h *Host) handLease(name string, e *earlyLease, cancel context.CancelFunc) {
+	if e == nil {
+		cancel()
+		return
+	}
+	e.cancel = cancel
+	h.mu.Lock()
+	if h.handed == nil {
+		h.handed = map[string]*earlyLease{}
+	}
+	h.handed[name] = e
+	h.mu.Unlock()
+}
+
+// takeHandedLease returns the lease a cold open of name handed on, if any.
+func (h *Host) takeHandedLease(name string) *earlyLease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.handed[name]
+	delete(h.handed, name)
+	return e
 }
 
 // abandon releases the lease if it was taken: the cold open did not start.

@@ -36,6 +36,7 @@ type Host struct {
 	uploads   *groupcommit.UploadSlots // shared by every database's write path; nil: unbounded
 	cold      map[string]*coldDB       // databases answering on demand while restored (cold.go), under mu
 	noCold    map[string]bool          // databases whose restore after a cold open failed: no cold open again (cold.go)
+	handed    map[string]*earlyLease   // leases a cold open that did not start hands to the open that follows (cold.go), under mu
 }
 
 // New returns a Host; databases open lazily on first use.

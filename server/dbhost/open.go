@@ -24,7 +24,14 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
 	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
-		release, err := h.acquireLease(ctx, name, store)
+		var release func()
+		var err error
+		if e := h.takeHandedLease(name); e != nil {
+			release, err = e.wait()
+			e.cancel() // its context served the acquisition only
+		} else {
+			release, err = h.acquireLease(ctx, name, store)
+		}
 		if err != nil {
 			return nil, err
 		}
