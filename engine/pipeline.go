@@ -313,8 +313,11 @@ func (db *DB) launchLocked(ctx context.Context, fl *flight) {
 	}()
 }
 
-// attempt is upload()'s logic for one file in flight: stalled attempts are
-// retried, and a taken name after an uncertain attempt is read back.
+// attempt uploads one file, for upload() and for a file in flight: only a
+// stalled attempt is retried here (other errors were already retried by the
+// store's client, and the caller has its own schedule); a taken name after
+// an uncertain attempt (one that may have landed with only its answer lost)
+// is read back, and a name another writer took is ErrFenced.
 func (db *DB) attempt(ctx context.Context, p *pendingFile) (replica.LTXFile, error) {
 	backoff := 100 * time.Millisecond
 	var f replica.LTXFile

@@ -94,46 +94,13 @@ func (db *DB) upload(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	var f replica.LTXFile
-	var err error
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		f, err = db.uploadOnce(ctx, p)
-		// Only a stalled attempt is retried here: other errors were already
-		// retried by the store's client, and the caller has its own schedule.
-		if err == nil || !errors.Is(err, replica.ErrStalled) || attempt == uploadAttempts || ctx.Err() != nil {
-			break
-		}
-		p.uncertain = true
-		db.log.Warn("upload attempt failed; retrying the same TXID", "txid", p.txid.String(), "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff *= 4
-	}
-	if errors.Is(err, replica.ErrExists) && p.uncertain {
-		// An earlier attempt may have landed with only its answer lost.
-		switch ours, cerr := db.storedIsOurs(ctx, p); {
-		case cerr != nil:
-			// Cannot tell yet: neither fence nor acknowledge; retry later.
-			err = fmt.Errorf("%s exists after an uncertain attempt and cannot be read back: %w", replica.LTXKey(0, p.txid, p.txid), cerr)
-		case ours:
-			err = nil
-			f = replica.LTXFile{Level: 0, MinTXID: p.txid, MaxTXID: p.txid, Size: p.data.size, Key: replica.LTXKey(0, p.txid, p.txid)}
-		}
-	}
-	if errors.Is(err, replica.ErrExists) {
-		db.fenced = fmt.Errorf("%w: database %s, TXID %s: %v; stop this writer and restore from the replica before writing again",
-			ErrFenced, db.path, p.txid, err)
+	f, err := db.attempt(ctx, p)
+	if errors.Is(err, ErrFenced) {
+		db.fenced = err
 		db.dropPending()
-		db.log.Error("replica fenced: another writer shipped the same TXID; this database stops shipping",
-			"replica", db.store.String(), "txid", p.txid.String())
 		return db.fenced
 	} else if err != nil {
-		p.uncertain = true
-		db.log.Warn("upload failed; will retry the same TXID", "txid", p.txid.String(), "err", err)
-		return fmt.Errorf("ship TXID %s of %s (will retry): %w", p.txid, db.path, err)
+		return err
 	}
 	body := p.data.small()
 	db.dropPending()
