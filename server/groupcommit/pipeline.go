@@ -197,15 +197,8 @@ func (c *Committer) answerShipment(s *shipment, pos ltx.Pos, err error) {
 		c.owed, c.failLogged = 0, ""
 		c.lossMu.Unlock()
 		c.noteShipped(len(s.groups) + owed) // a success ships every earlier commit too
-	case errors.Is(err, engine.ErrFenced):
-		c.fenced.Store(true)
-		c.log.Warn("this instance is no longer the database's writer: the upload was refused, its writes were not applied and are answered retryable",
-			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
-		answer = FencedError(c.name)
-	case errors.Is(err, lease.ErrLate):
-		c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
-			"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
-		answer = lateUpload(c.name, pos.TXID)
+	case errors.Is(err, engine.ErrFenced), errors.Is(err, lease.ErrLate):
+		answer = c.refusedUpload(err, pos)
 	default:
 		// Every shipment behind a failed upload fails with its error: one line per cause.
 		c.lossMu.Lock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/engine"
 	"github.com/sluicedb/sluice/lease"
 )
@@ -226,18 +228,8 @@ func (c *Committer) ship(groups []*group) error {
 	switch {
 	case err == nil:
 		c.noteShipped(len(groups))
-	case errors.Is(err, engine.ErrFenced):
-		c.fenced.Store(true)
-		c.log.Warn("this instance is no longer the database's writer: the upload was refused, its writes were not applied and are answered retryable",
-			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
-		answer = FencedError(c.name)
-	case errors.Is(err, lease.ErrLate):
-		// In the history, but possibly after another instance took the
-		// lease: not acknowledged, and never to be run again. The lease
-		// decides what follows (resumed, or lost: the write role ends).
-		c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
-			"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
-		answer = lateUpload(c.name, pos.TXID)
+	case errors.Is(err, engine.ErrFenced), errors.Is(err, lease.ErrLate):
+		answer = c.refusedUpload(err, pos)
 	default:
 		c.log.Warn("upload failed; committed data stays local and is shipped by the next successful upload",
 			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
@@ -281,4 +273,21 @@ func (c *Committer) beginUpload() (end func(error)) {
 		return func(error) {}
 	}
 	return c.opts.Stall.Begin()
+}
+
+// refusedUpload answers the writes of an upload the store refused to another
+// writer (fenced: not applied, retryable) or accepted only after this
+// instance's lease deadline (in the history, possibly after another instance
+// took the lease: not acknowledged, and never to be run again; the lease
+// decides what follows, resumed or lost).
+func (c *Committer) refusedUpload(err error, pos ltx.Pos) error {
+	if errors.Is(err, engine.ErrFenced) {
+		c.fenced.Store(true)
+		c.log.Warn("this instance is no longer the database's writer: the upload was refused, its writes were not applied and are answered retryable",
+			"db", c.name, "replica", c.opts.ReplicaName, "err", err)
+		return FencedError(c.name)
+	}
+	c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
+		"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
+	return lateUpload(c.name, pos.TXID)
 }
