@@ -63,17 +63,24 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 func (d *DB) Sync(ctx context.Context) (ltx.Pos, error) {
 	before := d.eng.Pos()
 	pos, err := d.eng.Sync(ctx)
+	return d.acknowledge(ctx, before, pos, err)
+}
+
+// acknowledge judges an upload that moved the shipped position from before
+// to pos: a fenced one hands the history over (historyTaken); one that
+// landed while the lease was not valid (lost or suspended) acknowledges
+// nothing, and the lease decides what follows (a renewal resumes it, or
+// Lost ends the write role); any other must leave its TXID restorable
+// (acknowledged means restorable: see heal.go).
+func (d *DB) acknowledge(ctx context.Context, before, pos ltx.Pos, err error) (ltx.Pos, error) {
 	if l := d.core.opts.Lease; l != nil {
 		if errors.Is(err, engine.ErrFenced) {
 			d.core.historyTaken(err)
 		} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
-			// Lost or suspended: the lease decides what follows (a renewal
-			// resumes it, or Lost ends the write role).
 			err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
 		}
 	}
 	if err == nil {
-		// Acknowledged means restorable: see heal.go.
 		err = d.core.restorable(ctx, pos)
 	}
 	return pos, err
@@ -133,17 +140,7 @@ func (d *DB) Begin(ctx context.Context) (wait func(context.Context) (ltx.Pos, er
 	}
 	return func(ctx context.Context) (ltx.Pos, error) {
 		pos, err := f.Wait(ctx)
-		if l := d.core.opts.Lease; l != nil {
-			if errors.Is(err, engine.ErrFenced) {
-				d.core.historyTaken(err)
-			} else if err == nil && pos.TXID != before.TXID && !l.Valid() {
-				err = fmt.Errorf("TXID %s of %s: %w", pos.TXID, d.core.opts.Name, lease.ErrLate)
-			}
-		}
-		if err == nil {
-			err = d.core.restorable(ctx, pos)
-		}
-		return pos, err
+		return d.acknowledge(ctx, before, pos, err)
 	}, nil
 }
 
