@@ -76,7 +76,7 @@ func TestSubscriberHearsShippedTXIDsThenTheRelease(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
 		if err := hub.Serve(w, r, "app", l); err != nil {
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
@@ -123,7 +123,7 @@ func TestSlowSubscriberIsCutAndLimitsHold(t *testing.T) {
 			if !errors.As(err, &full) {
 				t.Errorf("Serve: %v", err)
 			}
-			http.Error(w, err.Error(), 503)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
