@@ -219,15 +219,7 @@ func (c *Committer) answerShipment(s *shipment, pos ltx.Pos, err error) {
 		c.lossMu.Unlock()
 	}
 	if answer == nil {
-		acked := 0
-		for _, g := range s.groups {
-			for _, r := range g.reqs {
-				if r.err == nil {
-					acked++
-				}
-			}
-		}
-		c.observeAcked(acked)
+		c.observeAcked(succeeded(s.groups))
 	}
 	for _, g := range s.groups {
 		for _, r := range g.reqs {

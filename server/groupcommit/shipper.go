@@ -241,15 +241,7 @@ func (c *Committer) ship(groups []*group) error {
 	if answer == nil {
 		// Counted before anyone is answered: a client that reads /metrics
 		// after its answer sees its own write.
-		acked := 0
-		for _, g := range groups {
-			for _, r := range g.reqs {
-				if r.err == nil {
-					acked++
-				}
-			}
-		}
-		c.observeAcked(acked)
+		c.observeAcked(succeeded(groups))
 	}
 	for _, g := range groups {
 		for _, r := range g.reqs {
@@ -290,4 +282,18 @@ func (c *Committer) refusedUpload(err error, pos ltx.Pos) error {
 	c.log.Warn("upload accepted only after this instance's lease deadline; its writes are not acknowledged",
 		"db", c.name, "replica", c.opts.ReplicaName, "txid", uint64(pos.TXID), "err", err)
 	return lateUpload(c.name, pos.TXID)
+}
+
+// succeeded counts the requests of groups that ran without error: what an
+// upload that landed acknowledges.
+func succeeded(groups []*group) int {
+	n := 0
+	for _, g := range groups {
+		for _, r := range g.reqs {
+			if r.err == nil {
+				n++
+			}
+		}
+	}
+	return n
 }
