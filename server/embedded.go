@@ -27,7 +27,8 @@ func (s *Server) syncRoute(local http.HandlerFunc) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if dbhost.ValidateName(name) != nil || !s.writtenElsewhere(r.Context(), name) {
+		if dbhost.ValidateName(name) != nil || !mayRoute(r, name) ||
+			!s.writtenElsewhere(r.Context(), name) {
 			forwarded(w, r)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/lease"
+	"github.com/sluicedb/sluice/server/auth"
 	"github.com/sluicedb/sluice/server/dbhost"
 	"github.com/sluicedb/sluice/server/followers"
 	"github.com/sluicedb/sluice/server/forward"
@@ -125,12 +126,24 @@ func (s *Server) perDatabase(local http.HandlerFunc, read *forward.Reader) http.
 		if name == "" {
 			name = hranaDatabaseName(r)
 		}
-		if dbhost.ValidateName(name) != nil {
-			local(w, r) // which answers the invalid name
+		if dbhost.ValidateName(name) != nil || !mayRoute(r, name) {
+			// local refuses the invalid name or the token, before any
+			// lease or bucket request is made for a name it may not use.
+			local(w, r)
 			return
 		}
 		s.forward.Serve(w, r, name, local, read)
 	}
+}
+
+// mayRoute reports whether the request's token may do what its method asks
+// of name at all: read it, or for PUT and DELETE (create, delete) write it.
+func mayRoute(r *http.Request, name string) bool {
+	p := auth.FromContext(r.Context())
+	if r.Method == http.MethodPut || r.Method == http.MethodDelete {
+		return p.CanWrite(name)
+	}
+	return p.CanRead(name)
 }
 
 // registerFollowerMetrics exports every follower's lag.

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"testing"
+)
+
+// A token refused a database must cost the bucket nothing: no lease asked,
+// no object written, whatever route it tries. Without that, a read-only
+// token for one database could fill the bucket with a lease object per name
+// it guesses.
+func TestRefusedNameLeavesNoObjectInTheBucket(t *testing.T) {
+	s, ts, store := newTestServer(t, func(c *Config) {
+		c.Tokens = []TokenConfig{{Token: "admin-token-1", Access: "rw"}, {Token: "only-a-reader", Access: "ro", Databases: []string{"a"}}}
+	})
+	if s.forward == nil {
+		t.Fatal("requests are not routed by lease in this configuration; the test would prove nothing")
+	}
+	pipeline := `{"requests":[{"type":"execute","stmt":{"sql":"SELECT 1"}},{"type":"close"}]}`
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/databases/b", ""},
+		{http.MethodPost, "/v1/databases/b/query", `{"sql":"SELECT 1"}`},
+		{http.MethodPut, "/v1/databases/b", ""},
+		{http.MethodDelete, "/v1/databases/b", ""},
+		{http.MethodPost, "/db/b/v2/pipeline", pipeline},
+		{http.MethodPost, "/db/b/v3/pipeline", pipeline},
+		{http.MethodGet, "/db/b/info", ""},
+		{http.MethodPut, "/v1/databases/a", ""}, // may read a, not create it
+	} {
+		r := do(t, c.method, ts.URL+c.path, "only-a-reader", c.body)
+		if r.status != http.StatusForbidden {
+			t.Errorf("%s %s with a token for another database: %d %s, want 403", c.method, c.path, r.status, r.body)
+		}
+	}
+	objs, err := store.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		t.Errorf("refused requests left %s in the bucket", o.Key)
+	}
+	// The same server still serves the token's own database.
+	if r := do(t, http.MethodPut, ts.URL+"/v1/databases/a", "admin-token-1", ""); r.status/100 != 2 {
+		t.Fatalf("create a: %d %s", r.status, r.body)
+	}
+	if r := query(t, ts.URL, "a", "only-a-reader", `{"sql":"SELECT 1"}`); r.status != http.StatusOK {
+		t.Fatalf("read a with its token: %d %s", r.status, r.body)
+	}
+}
