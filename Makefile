@@ -16,7 +16,7 @@ export PATH := $(TOOLS)/venv/bin:$(TOOLS)/bin:$(TOOLS)/node_modules/.bin:$(PATH)
 # Packages on the write path run under the race detector.
 RACE_PKGS := ./wal/... ./engine/... ./server/... ./replica/... ./lease/... ./follow/... ./replicated/...
 
-.PHONY: build sluice bench-bin run test deps lint unit bench-restore bench-serve bench-capture bench-soak clean
+.PHONY: build sluice bench-bin run test deps lint unit unit-race unit-rest unit-bench bench-restore bench-serve bench-capture bench-soak clean
 
 ## build: bin/sluice, and from the bench module bin/sluice-bench (which measures the sluice beside it)
 ## and bin/sluice-peerapp (the go-sqlite3 peer it compares sluice with).
@@ -49,9 +49,21 @@ lint:
 	staticcheck ./...
 	cd bench && staticcheck ./...
 
+# The three groups run at once (most of their time is spent waiting on
+# servers, leases and timeouts, not on the CPU); each line is printed whole
+# as it comes, so progress shows and a failure names its package.
+# The hostile-neighbour tests judge a canary's latency: they run last, alone.
 unit:
+	@$(MAKE) --no-print-directory -j3 --output-sync=line unit-race unit-rest unit-bench
+	$(GO) test -count=1 -timeout 20m -run '^TestHostile' ./e2e/
+
+unit-race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 50m $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
+
+unit-rest:
+	$(GO) test -count=1 -timeout 50m -parallel 4 -skip '^TestHostile' $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
+
+unit-bench:
 	cd bench && $(GO) test -count=1 -timeout 50m ./...
 
 ## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.

@@ -96,6 +96,7 @@ func jdbcMessage(m string) string { return xerialWrap.ReplaceAllString(m, "$1") 
 const jdbcToken = "dbeaver-jdbc-test-token"
 
 func TestDBeaverJDBCDriverRunsAScript(t *testing.T) {
+	t.Parallel()
 	classpath := buildJDBCProgram(t)
 	m := testenv.MinIO(t)
 	fileRep, bucket := "file://"+filepath.Join(t.TempDir(), "replica"), m.NewBucket(t)

@@ -45,6 +45,7 @@ type conformanceClient struct {
 }
 
 func TestClientConformance(t *testing.T) {
+	t.Parallel()
 	m := testenv.MinIO(t)
 	bucket := m.NewBucket(t)
 	port := testenv.FreePort()

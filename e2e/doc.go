@@ -6,4 +6,9 @@
 //
 // Besides internal/testenv it imports only clients (libsql-client-go, modernc's
 // SQLite); everything of sluice goes through the binary.
+//
+// Tests that mostly wait (on servers, timers, other processes) and judge no
+// latency call t.Parallel and run beside each other; tests that judge a
+// latency, a canary's p99 or a hand-over gap run alone. `make test` runs
+// the hostile-neighbour tests (TestHostile*) last, with nothing beside them.
 package e2e

@@ -152,6 +152,7 @@ func syncAnswer(t *testing.T, host, path, token string) (int, string, int) {
 }
 
 func TestEmbeddedReplicaSyncsReadsAndWritesThrough(t *testing.T) {
+	t.Parallel()
 	for _, c := range replicaClients() {
 		t.Run(c.name, func(t *testing.T) { embeddedSyncsReadsAndWritesThrough(t, c) })
 	}
@@ -380,6 +381,7 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 // recent pages is gone), many commits landed and compaction rewrote and
 // pruned the history catches up with one sync.
 func TestEmbeddedReplicaFarBehindCatchesUp(t *testing.T) {
+	t.Parallel()
 	for _, c := range replicaClients() {
 		t.Run(c.name, func(t *testing.T) { embeddedFarBehindCatchesUp(t, c.run) })
 	}
@@ -517,6 +519,7 @@ func embInsert(host, v string) bool {
 // sees none of them) and forwards the writes to the writer; a client that
 // wrote through it reads its write back after sync.
 func TestEmbeddedReplicaThroughAFollowInstance(t *testing.T) {
+	t.Parallel()
 	for _, c := range replicaClients() {
 		t.Run(c.name, func(t *testing.T) {
 			m := testenv.MinIO(t)

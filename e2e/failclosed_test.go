@@ -131,6 +131,7 @@ while True:
 `
 
 func TestRunStopsAppWhenStoreStaysDown(t *testing.T) {
+	t.Parallel()
 	srv, bucket := ownMinIO(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "app.db")
@@ -159,6 +160,7 @@ func TestRunStopsAppWhenStoreStaysDown(t *testing.T) {
 }
 
 func TestContinueKeepsAppRunningAndCatchesUp(t *testing.T) {
+	t.Parallel()
 	srv, bucket := ownMinIO(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "app.db")

@@ -30,6 +30,7 @@ import (
 // the heal and passes after it, and a restore of the latest state holds
 // every acknowledged write.
 func TestServeHealsDamagedLevel0Object(t *testing.T) {
+	t.Parallel()
 	for _, damage := range []string{"flip", "truncate", "delete"} {
 		t.Run(damage, func(t *testing.T) { healCase(t, damage) })
 	}

@@ -32,6 +32,7 @@ func restoreTemps(t *testing.T, out string) []string {
 // says so — three kills in a row leave one file, not three — and the restore
 // that completes leaves none and puts the exact database in place.
 func TestKilledRestoreLeavesNoTempFileAfterTheNextRestore(t *testing.T) {
+	t.Parallel()
 	m := testenv.MinIO(t)
 	url := m.URL(m.NewBucket(t), "big")
 	dir := t.TempDir()

@@ -216,6 +216,7 @@ func (r rollbackReplica) maxTXID(t *testing.T) uint64 {
 // take it over again on a third. After every phase, both tools restore every
 // row written so far.
 func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
+	t.Parallel()
 	for name, mk := range rollbackReplicas(t) {
 		t.Run(name, func(t *testing.T) {
 			r := mk(t)
@@ -256,6 +257,7 @@ func TestLitestreamContinuesAReplicaSluiceWroteAfterRestore(t *testing.T) {
 // last connection) Litestream starts a new snapshot. After every phase both
 // tools restore every row written so far.
 func TestLitestreamContinuesAReplicaSluiceWroteOnTheSameHost(t *testing.T) {
+	t.Parallel()
 	for _, app := range []struct {
 		name     string
 		open     bool
@@ -325,6 +327,7 @@ time.sleep(3600)
 // from, is still there, so Litestream continues at the next TXID rather than
 // at TXID 1 behind the old snapshot, where restores would not see its rows.
 func TestLitestreamContinuesAReplicaAfterSluiceRetention(t *testing.T) {
+	t.Parallel()
 	r := rollbackReplicas(t)["file"](t)
 	db := filepath.Join(t.TempDir(), "app.db")
 	if err := writer(t, db, 5, 5, 0).wait(t, time.Minute); err != nil {

@@ -24,6 +24,7 @@ import (
 // mostly zeros so building the replica stays quick) is restored from MinIO by `sluice restore` in a bound
 // that would not even hold the database.
 func TestRestorePeakMemoryIsBoundedBelowDatabaseSize(t *testing.T) {
+	t.Parallel()
 	const (
 		rows     = 96_000 // of 3.2 KB, one per 4 KiB page: a 375 MB database
 		padBytes = 3200

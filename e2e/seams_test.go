@@ -30,6 +30,7 @@ import (
 //     it: SQLite's primary code, as sqld sends it;
 //   - "DELETE ...; SELECT 1" through the JSON API, answered per statement.
 func TestSameSQLAsAFileAtTheSeams(t *testing.T) {
+	t.Parallel()
 	m := testenv.MinIO(t)
 	dir := t.TempDir()
 	local := filepath.Join(dir, "local.db")

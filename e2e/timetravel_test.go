@@ -26,6 +26,7 @@ import (
 // point restore it once, and a branch at a past TXID is a database of its
 // own: restoring both replicas gives each exactly its rows.
 func TestTimeTravelReadsAndBranches(t *testing.T) {
+	t.Parallel()
 	m := testenv.MinIO(t)
 	bucket := m.NewBucket(t)
 	host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
@@ -350,6 +351,7 @@ func fileIDs(t *testing.T, path string) []int {
 // 422 naming the oldest state kept, and a read at that oldest state
 // returns what `sluice restore -txid` rebuilds there.
 func TestTimeTravelBeforeRetention(t *testing.T) {
+	t.Parallel()
 	m := testenv.MinIO(t)
 	bucket := m.NewBucket(t)
 	db := filepath.Join(t.TempDir(), "app.db")

@@ -24,22 +24,28 @@ step "Go modules"
 go mod download
 (cd bench && go mod download) # the benchmarks' own module: its peers (go-sqlite3, MariaDB's driver)
 
-if [ ! -x "$TOOLS/bin/minio" ] || [ "$(cat "$TOOLS/bin/minio.version" 2>/dev/null)" != "$MINIO_VERSION" ]; then
-	step "MinIO $MINIO_VERSION (built from source once per version: 1-11 minutes, then cached in $TOOLS/bin)"
-	GOBIN="$TOOLS/bin" GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION"
-	echo "$MINIO_VERSION" >"$TOOLS/bin/minio.version"
-else
-	step "MinIO $MINIO_VERSION (cached)"
-fi
-
-STATICCHECK_VERSION="v0.8.2"
-if [ "$(cat "$TOOLS/bin/staticcheck.version" 2>/dev/null)" != "$STATICCHECK_VERSION" ] || [ ! -x "$TOOLS/bin/staticcheck" ]; then
-	step "staticcheck $STATICCHECK_VERSION (make lint; about 1 minute to build)"
-	GOBIN="$TOOLS/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
-	echo "$STATICCHECK_VERSION" >"$TOOLS/bin/staticcheck.version"
-else
-	step "staticcheck $STATICCHECK_VERSION (cached)"
-fi
+# The two Go builds (CPU) run in the background while the downloads below
+# (network) go on; the script waits for them at the end.
+go_tools() {
+	if [ ! -x "$TOOLS/bin/minio" ] || [ "$(cat "$TOOLS/bin/minio.version" 2>/dev/null)" != "$MINIO_VERSION" ]; then
+		step "MinIO $MINIO_VERSION (built from source once per version: 1-11 minutes, then cached in $TOOLS/bin)"
+		GOBIN="$TOOLS/bin" GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION"
+		echo "$MINIO_VERSION" >"$TOOLS/bin/minio.version"
+		step "MinIO built"
+	else
+		step "MinIO $MINIO_VERSION (cached)"
+	fi
+	STATICCHECK_VERSION="v0.8.2"
+	if [ "$(cat "$TOOLS/bin/staticcheck.version" 2>/dev/null)" != "$STATICCHECK_VERSION" ] || [ ! -x "$TOOLS/bin/staticcheck" ]; then
+		step "staticcheck $STATICCHECK_VERSION (make lint; about 1 minute to build)"
+		GOBIN="$TOOLS/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+		echo "$STATICCHECK_VERSION" >"$TOOLS/bin/staticcheck.version"
+	else
+		step "staticcheck $STATICCHECK_VERSION (cached)"
+	fi
+}
+go_tools &
+go_tools_pid=$!
 
 if [ ! -x "$VENV/bin/python3" ]; then
 	step "Python virtual environment $VENV"
@@ -102,4 +108,8 @@ fi
 step "libsql crate program (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~1 minute the first time)"
 (cd e2e/testdata/clients/libsql-rust && cargo build --release -q --target-dir "$TOOLS/cargo-target")
 
+if ! wait "$go_tools_pid"; then
+	echo "install-test-deps: building MinIO or staticcheck failed (see above)" >&2
+	exit 1
+fi
 step "done: tools in $TOOLS"
