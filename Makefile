@@ -52,10 +52,13 @@ lint:
 # The three groups run at once (most of their time is spent waiting on
 # servers, leases and timeouts, not on the CPU); each line is printed whole
 # as it comes, so progress shows and a failure names its package.
-# The hostile-neighbour tests judge a canary's latency: they run last, alone.
+# Tests that judge a latency or a resource's growth under load (the
+# hostile-neighbour canaries, the soaks) run last, one package at a time,
+# with nothing beside them.
 unit:
 	@$(MAKE) --no-print-directory -j3 --output-sync=line unit-race unit-rest unit-bench
 	$(GO) test -count=1 -timeout 20m -run '^TestHostile' ./e2e/
+	cd bench && $(GO) test -count=1 -timeout 20m -run '^TestSoak' ./cmd/sluice-bench/
 
 unit-race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
@@ -64,7 +67,7 @@ unit-rest:
 	$(GO) test -count=1 -timeout 50m -parallel 4 -skip '^TestHostile' $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
 
 unit-bench:
-	cd bench && $(GO) test -count=1 -timeout 50m ./...
+	cd bench && $(GO) test -count=1 -timeout 50m -skip '^TestSoak' ./...
 
 ## bench-restore: 25 MB (written one row per transaction), 250 MB and 1 GB databases restored by sluice and by Litestream from MinIO.
 bench-restore: build
