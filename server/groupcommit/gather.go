@@ -14,9 +14,12 @@ import (
 // 4 uploads in flight, 11 ms on average held for an earlier upload on top
 // of a 32 ms upload of its own). So while an earlier upload is still in
 // flight, the next one starts only a fraction of an upload's time after its
-// oldest commit, taking the commits made meanwhile. With nothing in flight
-// (one client, or the first write after a pause) it starts at once: the
-// window never delays a write that could have been answered sooner.
+// oldest request's arrival, taking the requests arriving meanwhile into one
+// group, or as soon as nothing is in flight any more. With nothing in
+// flight (one client, or the first write after a pause) it starts at once:
+// the window never delays a write that could have been answered sooner,
+// since ordered acknowledgement holds it until the uploads in flight are
+// over anyway.
 
 // gatherFraction is the part of the recent upload time the window lasts:
 // long enough to take a wave, short beside the upload it joins.
@@ -50,27 +53,38 @@ func (c *Committer) gatherWindow() time.Duration {
 	return min(time.Duration(c.pipe.upload.avg.Load())/gatherFraction, maxGather)
 }
 
-// waitGather holds the next pipelined upload for the gather window while an
-// earlier upload is in flight, taking every group committed meanwhile.
-func (c *Committer) waitGather(pending []*group, open bool) ([]*group, bool) {
-	if c.pipe == nil || !open || len(pending) == 0 || len(c.pipe.room) == 0 {
-		return pending, open
+// gatherWhileInFlight holds a sync group that is about to run while an
+// earlier upload is in flight: it takes the requests arriving within the
+// gather window of the first one's arrival, until the group is full or
+// nothing is in flight any more. The group then commits once and ships as
+// one upload: one commit per wave also keeps the WAL, and so the
+// checkpoints that empty the pipeline, from growing with every request.
+// open is false once the queue is closed.
+func (c *Committer) gatherWhileInFlight(reqs []*writeReq, most int) (_ []*writeReq, open bool) {
+	if c.pipe == nil || len(c.pipe.room) == 0 || len(reqs) >= most {
+		return reqs, true
 	}
-	wait := time.Until(pending[0].committed.Add(c.gatherWindow()))
+	wait := time.Until(reqs[0].queued.Add(c.gatherWindow()))
 	if wait <= 0 {
-		return pending, open
+		return reqs, true
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			return pending, open
-		case g, ok := <-c.shipCh:
-			if !ok {
-				return pending, false // closing: ship now
+			return reqs, true
+		case <-c.pipe.freed:
+			if len(c.pipe.room) == 0 {
+				return reqs, true
 			}
-			pending = append(pending, g)
+		case r, ok := <-c.writeCh:
+			if !ok {
+				return reqs, false
+			}
+			if reqs = append(reqs, r); len(reqs) >= most {
+				return reqs, true
+			}
 		}
 	}
 }

@@ -62,6 +62,7 @@ type pipe struct {
 	done  chan struct{}  // the acknowledger has stopped
 	// upload is the recent uploads' time, for the gather window (gather.go).
 	upload uploadTime
+	freed  chan struct{} // a token each time an upload leaves the pipeline
 }
 
 func (c *Committer) newPipe() *pipe {
@@ -73,7 +74,7 @@ func (c *Committer) newPipe() *pipe {
 		room: make(chan struct{}, c.opts.Pipeline),
 		acks: make(chan *shipment, c.opts.Pipeline),
 		fail: make(chan struct{}, 1),
-		done: make(chan struct{})}
+		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 	go c.runAcknowledger(p)
 	return p
 }
@@ -143,6 +144,10 @@ func (c *Committer) freeRoom() {
 		c.pace.end()
 	}
 	<-p.room
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
 }
 
 // begin starts the upload of everything committed so far for groups

@@ -44,6 +44,13 @@ func (s *slowStore) PutIfAbsent(ctx context.Context, k string, r io.Reader, n in
 // a pipeline of depth uploads.
 func openPipelinedDB(t *testing.T, store replica.Store, depth int) *testDB {
 	t.Helper()
+	return openPipelinedDBWith(t, store, depth, func(*Options) {})
+}
+
+// openPipelinedDBWith is openPipelinedDB with the Committer's options
+// changed by mod.
+func openPipelinedDBWith(t *testing.T, store replica.Store, depth int, mod func(*Options)) *testDB {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db.db")
 	c, err := sqlconn.Open(path, sqlconn.OwnWriter, 5*time.Second)
@@ -75,8 +82,10 @@ func openPipelinedDB(t *testing.T, store replica.Store, depth int) *testDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := &testDB{Committer: New(Options{Name: "db", ReplicaName: store.String(), Logger: testLogger(t),
-		Writer: w, Replica: rep, Pipeline: depth}), rep: rep, reader: r, path: path}
+	opts := Options{Name: "db", ReplicaName: store.String(), Logger: testLogger(t),
+		Writer: w, Replica: rep, Pipeline: depth}
+	mod(&opts)
+	db := &testDB{Committer: New(opts), rep: rep, reader: r, path: path}
 	t.Cleanup(func() {
 		db.Close()
 		rep.Close(context.Background(), false)

@@ -115,7 +115,6 @@ func (c *Committer) runShipper() {
 		// uploads of every database: commits made meanwhile join it instead of each
 		// costing a PUT of their own.
 		pending, open = c.waitWindow(pending, open)
-		pending, open = c.waitGather(pending, open)
 		var release func()
 		release, pending, open = c.waitSlot(pending, open)
 		if c.pipe != nil {
