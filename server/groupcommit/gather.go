@@ -15,11 +15,10 @@ import (
 // of a 32 ms upload of its own). So while an earlier upload is still in
 // flight, the next one starts only a fraction of an upload's time after its
 // oldest request's arrival, taking the requests arriving meanwhile into one
-// group, or as soon as nothing is in flight any more. With nothing in
-// flight (one client, or the first write after a pause) it starts at once:
-// the window never delays a write that could have been answered sooner,
-// since ordered acknowledgement holds it until the uploads in flight are
-// over anyway.
+// group, or as soon as nothing is in flight any more: a write may start
+// its upload up to an eighth of an upload later, and its wave waits for one
+// upload instead of the slowest of several. With nothing in flight (one
+// client, or the first write after a pause) it starts at once.
 
 // gatherFraction is the part of the recent upload time the window lasts:
 // long enough to take a wave, short beside the upload it joins.
@@ -41,8 +40,8 @@ func (u *uploadTime) observe(d time.Duration) {
 	u.avg.Store(old + (int64(d)-old)/16)
 }
 
-// gatherWindow is how long the next upload waits after its oldest commit
-// while another is in flight (Options.PipelineGather; 0: adaptive).
+// gatherWindow is how long, while another upload is in flight, the next
+// group waits after its first request arrived (Options.PipelineGather; 0: adaptive).
 func (c *Committer) gatherWindow() time.Duration {
 	switch w := c.opts.PipelineGather; {
 	case w < 0:
