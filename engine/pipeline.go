@@ -40,6 +40,10 @@ type flight struct {
 	err    error         // the ended attempt's error (nil: accepted)
 	landed bool          // accepted by the store (maybe not yet acknowledged)
 	f      replica.LTXFile
+	// For the debug line at acknowledgement: when the current attempt
+	// began and when the store accepted it (the rest is the wait for an
+	// earlier file).
+	began, landedAt time.Time
 }
 
 // Flight is what Begin started: the newest file in the pipeline at that
@@ -288,7 +292,7 @@ func (db *DB) drainLocked(ctx context.Context) error {
 // attempt's deadline is ctx's; cancelling ctx does not stop it, since the
 // caller of Begin returns long before the upload ends.
 func (db *DB) launchLocked(ctx context.Context, fl *flight) {
-	fl.ended, fl.err = make(chan struct{}), nil
+	fl.ended, fl.err, fl.began = make(chan struct{}), nil, time.Now()
 	actx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if d, ok := ctx.Deadline(); ok {
 		actx, cancel = context.WithDeadline(actx, d)
@@ -302,7 +306,7 @@ func (db *DB) launchLocked(ctx context.Context, fl *flight) {
 		defer db.plMu.Unlock()
 		fl.err, fl.f = err, f
 		if err == nil {
-			fl.landed = true
+			fl.landed, fl.landedAt = true, time.Now()
 		}
 		close(fl.ended)
 		if errors.Is(err, ErrFenced) && db.plFenced == nil {
@@ -376,7 +380,8 @@ func (db *DB) advanceLocked() {
 		if err := db.posFile.record(db.path, db.store.String(), p.post); err != nil {
 			db.log.Warn("cannot record the shipped position; a restart will re-upload every page", "err", err)
 		}
-		db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size)
+		db.log.Debug("shipped", "txid", p.txid.String(), "pages", p.pages, "bytes", p.data.size,
+			"upload", fl.landedAt.Sub(fl.began), "held_for_earlier", time.Since(fl.landedAt))
 		if db.opts.OnShip != nil {
 			db.opts.OnShip(fl.f, body)
 		}

@@ -84,6 +84,9 @@ type acked struct {
 
 // insertLoop inserts rows with ids from next into t on bases (round robin)
 // from workers goroutines until stop, recording every id answered 2xx.
+// Each worker pauses a random 0..20 ms after an answer, as independent
+// clients do: writers answered together would otherwise come back as one
+// wave, which the server gathers into one upload, and keep few in flight.
 func insertLoop(bases func() []string, workers int, next *atomic.Int64, a *acked, stop <-chan struct{}) *sync.WaitGroup {
 	client := &http.Client{Timeout: 20 * time.Second}
 	var wg sync.WaitGroup
@@ -104,6 +107,7 @@ func insertLoop(bases func() []string, workers int, next *atomic.Int64, a *acked
 					a.mu.Lock()
 					a.ids[id] = true
 					a.mu.Unlock()
+					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 				} else {
 					time.Sleep(10 * time.Millisecond)
 				}

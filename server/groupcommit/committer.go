@@ -103,6 +103,10 @@ type Options struct {
 	// Pipeline is how many uploads may be in flight at once when the
 	// Replica is a PipelinedReplica (pipeline.go); <= 1: one at a time.
 	Pipeline int
+	// PipelineGather is how long, while an earlier upload is in flight, the
+	// next group waits after its first request for more (gather.go) [0: an
+	// eighth of the recent upload time, at most 10ms; < 0: never].
+	PipelineGather time.Duration
 }
 
 // ErrClosed answers a Submit made after Close began.

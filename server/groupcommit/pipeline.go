@@ -40,8 +40,10 @@ type shipment struct {
 	groups  []*group
 	txid    ltx.TXID // where their commits are: the captured file's TXID
 	wait    func(context.Context) (ltx.Pos, error)
-	start   time.Time
-	release func() // the upload slot shared across databases
+	start   time.Time // when the shipper took the groups to upload
+	begun   time.Time // when Begin returned: captured, upload started
+	ahead   int       // uploads already in flight then
+	release func()    // the upload slot shared across databases
 	// From the upload's start: the stall gauge's mark, and the watch that
 	// answers requests overdue on a stalled store (stall.go), whatever
 	// shipment the acknowledger is waiting for meanwhile.
@@ -58,6 +60,9 @@ type pipe struct {
 	fail  chan struct{}  // the acknowledger saw a failed upload: retry it
 	ok    atomic.Bool    // the last upload the acknowledger waited for succeeded
 	done  chan struct{}  // the acknowledger has stopped
+	// upload is the recent uploads' time, for the gather window (gather.go).
+	upload uploadTime
+	freed  chan struct{} // a token each time an upload leaves the pipeline
 }
 
 func (c *Committer) newPipe() *pipe {
@@ -69,7 +74,7 @@ func (c *Committer) newPipe() *pipe {
 		room: make(chan struct{}, c.opts.Pipeline),
 		acks: make(chan *shipment, c.opts.Pipeline),
 		fail: make(chan struct{}, 1),
-		done: make(chan struct{})}
+		done: make(chan struct{}), freed: make(chan struct{}, 1)}
 	go c.runAcknowledger(p)
 	return p
 }
@@ -139,6 +144,10 @@ func (c *Committer) freeRoom() {
 		c.pace.end()
 	}
 	<-p.room
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
 }
 
 // begin starts the upload of everything committed so far for groups
@@ -147,7 +156,7 @@ func (c *Committer) freeRoom() {
 func (c *Committer) begin(groups []*group, release func()) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 	defer cancel()
-	start := time.Now()
+	start, ahead := time.Now(), len(c.pipe.room)-1
 	wait, err := c.pipe.rep.Begin(ctx)
 	if err != nil {
 		c.freeRoom()
@@ -156,7 +165,7 @@ func (c *Committer) begin(groups []*group, release func()) error {
 		return err
 	}
 	txid := c.captured()
-	c.pipe.acks <- &shipment{groups: groups, txid: txid, wait: wait, start: start, release: release,
+	c.pipe.acks <- &shipment{groups: groups, txid: txid, wait: wait, start: start, begun: time.Now(), ahead: ahead, release: release,
 		endUpload: c.beginUpload(), stopOverdue: c.answerOverdueOwn(groups, txid)}
 	return nil
 }
@@ -168,11 +177,16 @@ func (c *Committer) runAcknowledger(p *pipe) {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.UploadTimeout)
 		pos, err := s.wait(ctx)
 		cancel()
+		traced := c.traceShipment(s, time.Now())
+		if err == nil {
+			p.upload.observe(time.Since(s.begun))
+		}
 		s.stopOverdue()
 		s.endUpload(err)
 		c.freeRoom()
 		s.release()
 		c.answerShipment(s, pos, err)
+		traced(err)
 		p.ok.Store(err == nil)
 		if err != nil && !c.fenced.Load() {
 			select {

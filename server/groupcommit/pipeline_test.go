@@ -40,9 +40,9 @@ func (s *slowStore) PutIfAbsent(ctx context.Context, k string, r io.Reader, n in
 	return s.Store.PutIfAbsent(ctx, k, r, n)
 }
 
-// openPipelinedDB is openDB for a writer holding the replica's lease with
-// a pipeline of depth uploads.
-func openPipelinedDB(t *testing.T, store replica.Store, depth int) *testDB {
+// openPipelinedDBWith is openDB for a writer holding the replica's lease
+// with a pipeline of depth uploads, the Committer's options changed by mod.
+func openPipelinedDBWith(t *testing.T, store replica.Store, depth int, mod func(*Options)) *testDB {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "db.db")
@@ -75,8 +75,10 @@ func openPipelinedDB(t *testing.T, store replica.Store, depth int) *testDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := &testDB{Committer: New(Options{Name: "db", ReplicaName: store.String(), Logger: testLogger(t),
-		Writer: w, Replica: rep, Pipeline: depth}), rep: rep, reader: r, path: path}
+	opts := Options{Name: "db", ReplicaName: store.String(), Logger: testLogger(t),
+		Writer: w, Replica: rep, Pipeline: depth}
+	mod(&opts)
+	db := &testDB{Committer: New(opts), rep: rep, reader: r, path: path}
 	t.Cleanup(func() {
 		db.Close()
 		rep.Close(context.Background(), false)
@@ -91,11 +93,22 @@ func openPipelinedDB(t *testing.T, store replica.Store, depth int) *testDB {
 // bucket, every bookmark is at or past the write's own TXID and never past
 // the durable position, a write answered COMMITTED_NOT_DURABLE ships with
 // a later upload, and nothing is acknowledged while an earlier upload is
-// missing.
+// missing. Without the gather window (as many uploads in flight as the
+// writers make) and with it (waves of writes sharing uploads).
 func TestPipelinedWritesAcknowledgedInOrderAndRestored(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gather   time.Duration
+		inFlight int64 // at least this many uploads held at once
+	}{{"no gather window", -1, 3}, {"gather window", 0, 2}} {
+		t.Run(tc.name, func(t *testing.T) { pipelinedWritesRestored(t, tc.gather, tc.inFlight) })
+	}
+}
+
+func pipelinedWritesRestored(t *testing.T, gather time.Duration, inFlight int64) {
 	base := newFileStore(t)
 	store := &slowStore{Store: base}
-	db := openPipelinedDB(t, store, 8)
+	db := openPipelinedDBWith(t, store, 8, func(o *Options) { o.PipelineGather = gather })
 	write(t, db, "CREATE TABLE t(id INTEGER PRIMARY KEY, w INTEGER)")
 
 	var mu sync.Mutex
@@ -149,7 +162,7 @@ func TestPipelinedWritesAcknowledgedInOrderAndRestored(t *testing.T) {
 	write(t, db, "INSERT INTO t VALUES (0, -1)") // ships whatever the failure window left
 	mu.Lock()
 	defer mu.Unlock()
-	if store.mostHeld.Load() < 3 {
+	if store.mostHeld.Load() < inFlight {
 		t.Fatalf("at most %d uploads in flight at once: nothing was pipelined", store.mostHeld.Load())
 	}
 	if notDurable == 0 {

@@ -53,6 +53,12 @@ func (c *Committer) gather(first *writeReq) []*writeReq {
 	max := c.opts.MaxGroupRequests
 	reqs := []*writeReq{first}
 	pace := c.opts.Durability == Sync
+	if pace {
+		var open bool
+		if reqs, open = c.gatherWhileInFlight(reqs, max); !open {
+			return reqs
+		}
+	}
 	for len(reqs) < max {
 		select {
 		case r, ok := <-c.writeCh:
