@@ -53,18 +53,19 @@ lint:
 # servers, leases and timeouts, not on the CPU); each line is printed whole
 # as it comes, so progress shows and a failure names its package.
 # Tests that judge a latency or a resource's growth under load (the
-# hostile-neighbour canaries, the soaks) run last, one package at a time,
-# with nothing beside them.
+# hostile-neighbour canaries, the hand-over gaps, the soaks) run last, one
+# package at a time, with nothing beside them.
+ALONE_E2E := ^(TestHostile|TestHandoffGap)
 unit:
 	@$(MAKE) --no-print-directory -j3 --output-sync=line unit-race unit-rest unit-bench
-	$(GO) test -count=1 -timeout 20m -run '^TestHostile' ./e2e/
+	$(GO) test -count=1 -timeout 20m -run '$(ALONE_E2E)' ./e2e/
 	cd bench && $(GO) test -count=1 -timeout 20m -run '^TestSoak' ./cmd/sluice-bench/
 
 unit-race:
 	$(GO) test -count=1 -race -timeout 30m $(RACE_PKGS)
 
 unit-rest:
-	$(GO) test -count=1 -timeout 50m -parallel 4 -skip '^TestHostile' $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
+	$(GO) test -count=1 -timeout 50m -parallel 4 -skip '$(ALONE_E2E)' $$($(GO) list ./... | grep -v -E '/(wal|engine|server|replica|replicated|lease|follow)(/|$$)')
 
 unit-bench:
 	cd bench && $(GO) test -count=1 -timeout 50m -skip '^TestSoak' ./...

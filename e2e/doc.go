@@ -10,6 +10,6 @@
 // Tests that mostly wait (on servers, timers, other processes) and judge no
 // latency call t.Parallel and run beside each other; tests that judge a
 // latency, a canary's p99 or a hand-over gap run alone. `make test` runs
-// the hostile-neighbour tests (TestHostile*) last, with nothing beside them
-// (see the Makefile's unit target).
+// the hostile-neighbour tests (TestHostile*) and the hand-over gaps
+// (TestHandoffGap*) last, with nothing beside them (the Makefile's unit).
 package e2e
