@@ -24,8 +24,8 @@ import (
 
 // Two instances on one bucket; A writes database "cold", B has never seen
 // it. B's requests for its lease object are held back by a proxy in front of
-// the bucket, so B's lease cannot settle: a read on B (JSON API and a Hrana
-// pipeline) is still answered at once, from B's cold view of what the
+// the bucket, so B's lease cannot settle: a read on B (JSON API, a Hrana
+// pipeline, Hrana over WebSocket) is still answered at once, from B's cold view of what the
 // bucket holds, as a follower would answer it. A write on B, and a read
 // whose bookmark is newer than that view, wait; once B's lease requests go
 // through and find A holding the lease, the write is forwarded to A and
@@ -97,6 +97,25 @@ func TestColdReadDoesNotWaitForTheLease(t *testing.T) {
 	}
 	if n := gate.answered.Load(); n != 0 {
 		t.Fatalf("the Hrana read on B was answered only after %d of its lease requests went through", n)
+	}
+	// Hrana over WebSocket (libsql-client-go): the same view.
+	ws, err := sql.Open("libsql", "ws://"+hostB+"/db/cold/?authToken=rwtoken1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	st, body = quickly(t, func() (int, string) {
+		var n int
+		if err := ws.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+			return 0, err.Error()
+		}
+		return 200, fmt.Sprint(n)
+	})
+	if st != 200 || body != "50" {
+		t.Fatalf("WebSocket read on B: %d %s, want a count of 50", st, body)
+	}
+	if n := gate.answered.Load(); n != 0 {
+		t.Fatalf("the WebSocket read on B was answered only after %d of its lease requests went through", n)
 	}
 	t.Logf("reads on B answered with its lease requests held (%d held so far)", gate.held.Load())
 
