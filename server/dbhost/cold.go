@@ -498,6 +498,22 @@ func (e *earlyLease) abandon() {
 	}
 }
 
+// AwaitsLease reports whether db is a database opened cold whose lease is
+// not settled yet: a read of it may run on the view (a state the bucket
+// holds, as a follower's), while a write or a session waits (AwaitWriter).
+func AwaitsLease(db Database) bool {
+	c, ok := db.(*coldDB)
+	if !ok {
+		return false
+	}
+	select {
+	case <-c.leased:
+		return false
+	default:
+		return true
+	}
+}
+
 // AwaitWriter waits, for a database opened cold, until its lease is settled,
 // and returns the *NotLeaderError when another instance holds it: a request
 // routed here must then go to that instance, since a write on the cold

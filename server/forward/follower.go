@@ -73,12 +73,21 @@ func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name st
 		}
 		return false
 	}
-	if !followers.StatementsReadOnly(r.Context(), view, verdict.Statements) {
+	return f.answerRead(w, r, body, read, verdict.Statements, view)
+}
+
+// answerRead answers a request judged a pure read on view (a follower's
+// database, or a cold open's view) if SQLite finds every one of statements
+// read-only there, and reports whether it answered: a request that needs
+// the writer after all (a *followers.NeedsWriterError before anything was
+// written) is left to the caller.
+func (f *Forwarder) answerRead(w http.ResponseWriter, r *http.Request, body []byte, read *Reader, statements []string, view Replica) bool {
+	if !followers.StatementsReadOnly(r.Context(), view, statements) {
 		return false
 	}
 	answer := &replicaAnswer{ResponseWriter: w, view: view}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	err = read.Serve(answer, r, view)
+	err := read.Serve(answer, r, view)
 	switch {
 	case err == nil:
 		return true

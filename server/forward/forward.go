@@ -81,11 +81,14 @@ func (f *Forwarder) SetSelf(url string) { f.self = url }
 // path on a follower. In order:
 //
 //  1. During the hand-off, the request goes to the database's next writer.
-//  2. When this instance writes name, local answers.
-//  3. A request another instance forwarded is not forwarded again.
-//  4. When read says, before anything runs, that the follower may answer,
+//  2. When name is opened cold here and its lease is not settled yet, a
+//     pure read is answered from the cold view (coldRead); anything else
+//     waits for the lease to settle.
+//  3. When this instance writes name, local answers.
+//  4. A request another instance forwarded is not forwarded again.
+//  5. When read says, before anything runs, that the follower may answer,
 //     it does (followerRead).
-//  5. Otherwise the writer answers, through the proxy (toWriter).
+//  6. Otherwise the writer answers, through the proxy (toWriter).
 func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, local http.HandlerFunc, read *Reader) {
 	deadline := time.Now().Add(f.cfg.Timeout)
 	if !f.handoff.enterLocal() {
@@ -93,7 +96,15 @@ func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, l
 		return
 	}
 	defer f.handoff.leaveLocal()
-	elsewhere := f.writerElsewhere(r, name)
+	db, err := f.cfg.Host.Get(r.Context(), name)
+	if err == nil && dbhost.AwaitsLease(db) && read != nil && r.Method == http.MethodPost {
+		// Opened cold, its lease not settled: a pure read runs on the view
+		// now (cold.go); anything else waits for the lease below.
+		if body, berr := readBody(r); berr == nil && f.coldRead(w, r, db, body, read) {
+			return
+		}
+	}
+	elsewhere := f.settledWriter(r, db, err)
 	if elsewhere == nil {
 		local(w, r)
 		return
@@ -118,6 +129,11 @@ func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, l
 // handler reports that).
 func (f *Forwarder) writerElsewhere(r *http.Request, name string) *dbhost.NotLeaderError {
 	db, err := f.cfg.Host.Get(r.Context(), name)
+	return f.settledWriter(r, db, err)
+}
+
+// settledWriter is writerElsewhere for what Get returned.
+func (f *Forwarder) settledWriter(r *http.Request, db dbhost.Database, err error) *dbhost.NotLeaderError {
 	if err == nil {
 		// A database opened cold answers before its lease is settled; if
 		// another instance holds it, the request is that instance's.

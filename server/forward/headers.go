@@ -8,8 +8,9 @@ const (
 	// again: two instances that each believe the other writes must not loop.
 	HeaderForwardedBy = "Sluice-Forwarded-By"
 	// HeaderServedBy says which copy answered: ServedByReplica for the
-	// follower of an instance that does not write the database; absent
-	// when the writer answered.
+	// follower of an instance that does not write the database, or for a
+	// cold open's view before its lease settled (cold.go); absent when the
+	// writer answered.
 	HeaderServedBy  = "Sluice-Served-By"
 	ServedByReplica = "replica"
 )
