@@ -568,6 +568,31 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// Discard ends a lease taken for a database that turned out not to exist:
+// it stops renewing and, while the lease is still this holder's, deletes
+// its object, so that a name asked for and not found leaves nothing in the
+// bucket. A lease no longer valid is released as Release does.
+func (l *Lease) Discard(ctx context.Context) error {
+	if !l.Valid() {
+		return l.Release(ctx)
+	}
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	if l.Err() != nil {
+		return nil
+	}
+	l.markLost(fmt.Errorf("%w: discarded (no such database)", ErrLost))
+	if err := l.store.Delete(ctx, Key); err != nil && !errors.Is(err, replica.ErrNotFound) {
+		return fmt.Errorf("delete lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.Record().Expires.Format(time.RFC3339))
+	}
+	close(l.released)
+	return nil
+}
+
 // Released is closed once Release has written the lease free (reserved
 // for a takeover requester, if any): from then on a waiter that tries gets
 // it. Tell waiters then, not at Lost, which closes before that write.

@@ -275,6 +275,20 @@ func (t *Table) Release(name string) {
 	}
 }
 
+// Discard drops name's lease and deletes its object (Lease.Discard): for
+// an open that found no such database.
+func (t *Table) Discard(name string) {
+	l := t.Take(name)
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Discard(ctx); err != nil {
+		t.log.Warn("deleting the lease of a database that does not exist failed", "db", name, "err", err)
+	}
+}
+
 // Close stops the waiters and releases every lease still in the table.
 func (t *Table) Close() {
 	t.stop()

@@ -48,3 +48,38 @@ func TestRefusedNameLeavesNoObjectInTheBucket(t *testing.T) {
 		t.Fatalf("read a with its token: %d %s", r.status, r.body)
 	}
 }
+
+// A database asked for and not found leaves nothing in the bucket either:
+// the lease taken to look for it is deleted, not left behind released.
+func TestMissingDatabaseLeavesNoLeaseBehind(t *testing.T) {
+	s, ts, store := newTestServer(t, func(c *Config) {
+		c.Tokens = []TokenConfig{{Token: "admin-token-1", Access: "rw"}}
+	})
+	if s.forward == nil {
+		t.Fatal("requests are not routed by lease in this configuration; the test would prove nothing")
+	}
+	for i, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/databases/ghost", ""},
+		{http.MethodPost, "/v1/databases/ghost2/query", `{"statements":["SELECT 1"]}`},
+		{http.MethodGet, "/v1/databases/ghost", ""}, // asked again: still nothing
+	} {
+		r := do(t, c.method, ts.URL+c.path, "admin-token-1", c.body)
+		if r.status < 400 {
+			t.Errorf("%d: %s %s: %d %s, want an error", i, c.method, c.path, r.status, r.body)
+		}
+	}
+	objs, err := store.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		t.Errorf("requests for a missing database left %s in the bucket", o.Key)
+	}
+	// Created afterwards, the name works as any other.
+	if r := do(t, http.MethodPut, ts.URL+"/v1/databases/ghost", "admin-token-1", ""); r.status/100 != 2 {
+		t.Fatalf("create ghost: %d %s", r.status, r.body)
+	}
+	if r := query(t, ts.URL, "ghost", "admin-token-1", `{"sql":"SELECT 1"}`); r.status != http.StatusOK {
+		t.Fatalf("query ghost: %d %s", r.status, r.body)
+	}
+}

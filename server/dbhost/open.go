@@ -23,6 +23,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 	path := h.path(name)
 	store := replica.Sub(h.opts.Store, name)
 	log := h.opts.Logger.With("db", name)
+	notFound := false
 	if h.leases != nil { // the lease first: restore must see the previous holder's last upload
 		var release func()
 		var err error
@@ -42,7 +43,13 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 			h.mu.Lock()
 			opened := h.dbs[name] != nil
 			h.mu.Unlock()
-			if !opened {
+			switch {
+			case opened:
+			case notFound:
+				// No such database: its lease object would be the
+				// name's only trace in the bucket.
+				h.leases.Discard(name)
+			default:
 				release()
 			}
 		}()
@@ -53,6 +60,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		case err != nil:
 			return nil, err
 		case !restored && !create:
+			notFound = true
 			return nil, NotFound(name)
 		case !restored:
 			if err := createEmpty(path); err != nil {
