@@ -543,16 +543,9 @@ func RequestTakeover(ctx context.Context, store replica.Store, opts Options) (bo
 // waiting instance takes it at its next poll. Call it only after the last
 // write is uploaded. Releasing a lost lease is a no-op.
 func (l *Lease) Release(ctx context.Context) error {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	<-l.done
-	if l.Err() != nil {
+	if !l.end("released") {
 		return nil
 	}
-	l.markLost(fmt.Errorf("%w: released", ErrLost))
 	l.mu.Lock()
 	rec, etag := l.rec, l.etag
 	l.mu.Unlock()
@@ -568,6 +561,22 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// end stops renewing and marks the lease ended for why; false if it had
+// ended already (lost, released), when there is nothing left to write.
+func (l *Lease) end(why string) bool {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	if l.Err() != nil {
+		return false
+	}
+	l.markLost(fmt.Errorf("%w: %s", ErrLost, why))
+	return true
+}
+
 // Discard ends a lease taken for a database that turned out not to exist:
 // it stops renewing and, while the lease is still this holder's, deletes
 // its object, so that a name asked for and not found leaves nothing in the
@@ -576,16 +585,9 @@ func (l *Lease) Discard(ctx context.Context) error {
 	if !l.Valid() {
 		return l.Release(ctx)
 	}
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	<-l.done
-	if l.Err() != nil {
+	if !l.end("discarded (no such database)") {
 		return nil
 	}
-	l.markLost(fmt.Errorf("%w: discarded (no such database)", ErrLost))
 	if err := l.store.Delete(ctx, Key); err != nil && !errors.Is(err, replica.ErrNotFound) {
 		return fmt.Errorf("delete lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.Record().Expires.Format(time.RFC3339))
 	}

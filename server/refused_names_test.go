@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"github.com/sluicedb/sluice/replica"
 )
 
 // A token refused a database must cost the bucket nothing: no lease asked,
@@ -33,13 +35,7 @@ func TestRefusedNameLeavesNoObjectInTheBucket(t *testing.T) {
 			t.Errorf("%s %s with a token for another database: %d %s, want 403", c.method, c.path, r.status, r.body)
 		}
 	}
-	objs, err := store.List(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		t.Errorf("refused requests left %s in the bucket", o.Key)
-	}
+	bucketHoldsNothing(t, store, "refused requests")
 	// The same server still serves the token's own database.
 	if r := do(t, http.MethodPut, ts.URL+"/v1/databases/a", "admin-token-1", ""); r.status/100 != 2 {
 		t.Fatalf("create a: %d %s", r.status, r.body)
@@ -68,18 +64,23 @@ func TestMissingDatabaseLeavesNoLeaseBehind(t *testing.T) {
 			t.Errorf("%d: %s %s: %d %s, want an error", i, c.method, c.path, r.status, r.body)
 		}
 	}
-	objs, err := store.List(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		t.Errorf("requests for a missing database left %s in the bucket", o.Key)
-	}
+	bucketHoldsNothing(t, store, "requests for a missing database")
 	// Created afterwards, the name works as any other.
 	if r := do(t, http.MethodPut, ts.URL+"/v1/databases/ghost", "admin-token-1", ""); r.status/100 != 2 {
 		t.Fatalf("create ghost: %d %s", r.status, r.body)
 	}
 	if r := query(t, ts.URL, "ghost", "admin-token-1", `{"sql":"SELECT 1"}`); r.status != http.StatusOK {
 		t.Fatalf("query ghost: %d %s", r.status, r.body)
+	}
+}
+
+func bucketHoldsNothing(t *testing.T, store replica.Store, what string) {
+	t.Helper()
+	objs, err := store.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		t.Errorf("%s left %s in the bucket", what, o.Key)
 	}
 }
