@@ -36,7 +36,9 @@ run: sluice
 
 ## test: install what the tests need (idempotent), then lint and run every test
 ## (-count=1: a second `make test` runs them again, never from Go's test cache).
-test: deps lint unit
+## Lint runs beside the tests; either failing fails the target.
+test: deps
+	@$(MAKE) --no-print-directory -j2 --output-sync=line lint unit
 
 deps:
 	./scripts/install-test-deps.sh

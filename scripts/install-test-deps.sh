@@ -109,11 +109,17 @@ if [ "${#need[@]}" -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-step "Maven repository for the JDBC program (e2e/testdata/clients/dbeaver-jdbc) in $TOOLS/m2"
-jdbc="$(mktemp -d)"
-cp -r e2e/testdata/clients/dbeaver-jdbc "$jdbc/"
-(cd "$jdbc/dbeaver-jdbc" && mvn -q -B -Dmaven.repo.local="$TOOLS/m2" package)
-rm -rf "$jdbc"
+# The two client programs build side by side (Maven downloads, cargo compiles).
+jdbc_program() {
+	step "Maven repository for the JDBC program (e2e/testdata/clients/dbeaver-jdbc) in $TOOLS/m2"
+	local jdbc
+	jdbc="$(mktemp -d)"
+	cp -r e2e/testdata/clients/dbeaver-jdbc "$jdbc/"
+	(cd "$jdbc/dbeaver-jdbc" && mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$TOOLS/m2" package)
+	rm -rf "$jdbc"
+}
+jdbc_program &
+jdbc_pid=$!
 
 # The libsql crate's conformance program (remote feature only), built into a
 # target directory the tests reuse; they build it offline afterwards.
@@ -126,6 +132,10 @@ fi
 step "libsql crate program (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~1 minute the first time)"
 (cd e2e/testdata/clients/libsql-rust && cargo build --release -q --target-dir "$TOOLS/cargo-target")
 
+if ! wait "$jdbc_pid"; then
+	echo "install-test-deps: the JDBC program's Maven build failed (see above)" >&2
+	exit 1
+fi
 if ! wait "$go_tools_pid"; then
 	echo "install-test-deps: building MinIO or staticcheck failed (see above)" >&2
 	exit 1
