@@ -98,7 +98,7 @@ func (c *Compactor) checkTail(ctx context.Context, now time.Time) error {
 	}
 	var todo []replica.LTXFile
 	for _, f := range chain {
-		if f.Level == 0 && !c.cfg.Bodies.has(c, f.Key) {
+		if f.Level == 0 && !c.cfg.Bodies.has(c, f.Key) && !c.wasVerified(f) {
 			todo = append(todo, f)
 		}
 	}
