@@ -51,7 +51,7 @@ func New(opts Options) (*Host, error) {
 	h := &Host{opts: opts, dbs: map[string]*database{}, locks: map[string]*nameLock{}}
 	if opts.Lease != nil {
 		h.leases = lease.NewTable(*opts.Lease, opts.Logger, func(ctx context.Context, name string) error {
-			_, err := h.Get(ctx, name)
+			_, err := h.openTaken(ctx, name)
 			return err
 		})
 	}
