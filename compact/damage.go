@@ -150,6 +150,9 @@ func (c *Compactor) markTailChecked() {
 	if !c.tailChecked() {
 		close(c.tail.done)
 	}
+	c.mu.Lock()
+	c.verified = nil // read by the check only
+	c.mu.Unlock()
 }
 
 // usable is the index without the quarantined files. Callers hold passMu.
