@@ -98,7 +98,7 @@ func (c *Compactor) checkTail(ctx context.Context, now time.Time) error {
 	}
 	var todo []replica.LTXFile
 	for _, f := range chain {
-		if f.Level == 0 && !c.cfg.Bodies.has(c, f.Key) {
+		if f.Level == 0 && !c.cfg.Bodies.has(c, f.Key) && !c.wasVerified(f) {
 			todo = append(todo, f)
 		}
 	}
@@ -150,6 +150,9 @@ func (c *Compactor) markTailChecked() {
 	if !c.tailChecked() {
 		close(c.tail.done)
 	}
+	c.mu.Lock()
+	c.verified = nil // read by the check only
+	c.mu.Unlock()
 }
 
 // usable is the index without the quarantined files. Callers hold passMu.

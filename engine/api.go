@@ -51,6 +51,13 @@ type Options struct {
 	// replica's lease was not released; set only by a writer that holds
 	// the lease.
 	RemoveInFlight bool
+	// Verified are the files a restore that wrote this very database just
+	// read and verified (restore.Result.Files), after it recorded its
+	// position (RecordPosition). When the replica's newest file is one of
+	// them, Open takes the replica's checksum from that record instead of
+	// reading the file's trailer again: one GET fewer on a new lease
+	// holder's way to its first write.
+	Verified []replica.LTXFile
 }
 
 const (

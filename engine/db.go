@@ -150,7 +150,7 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	replicaPos, err := replica.PosOf(ctx, store, levels)
+	replicaPos, err := db.replicaPos(ctx, levels)
 	if err != nil {
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: read the replica's position: %w", path, err)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 
 	"github.com/superfly/ltx"
+
+	"github.com/sluicedb/sluice/replica"
 )
 
 // Litestream 0.5 writes LTX files without rolling checksums (HeaderFlagNoChecksum)
@@ -101,4 +104,22 @@ func (pf *positionFile) close() {
 		_ = pf.f.Close()
 		pf.f = nil
 	}
+}
+
+// replicaPos is the replica's newest position from its listing: the newest
+// file's trailer, unless a restore that wrote this database just read and
+// verified that very file (Options.Verified) and recorded the position it
+// reached there, which then says the same without a request.
+func (db *DB) replicaPos(ctx context.Context, levels [][]replica.LTXFile) (ltx.Pos, error) {
+	if f, ok := replica.Latest(levels); ok {
+		for _, v := range db.opts.Verified {
+			if v.Key != f.Key || v.Size != f.Size {
+				continue
+			}
+			if sum := recordedChecksum(db.path, db.store.String(), f.MaxTXID); sum != 0 {
+				return ltx.Pos{TXID: f.MaxTXID, PostApplyChecksum: sum}, nil
+			}
+		}
+	}
+	return replica.PosOf(ctx, db.store, levels)
 }

@@ -175,11 +175,9 @@ func NewHolderID() string {
 // Read returns the current lease record and its ETag. A database without a
 // lease object is an error wrapping replica.ErrNotFound.
 func Read(ctx context.Context, store replica.Store) (Record, string, error) {
-	info, err := store.Stat(ctx, Key)
-	if err != nil {
-		return Record{}, "", fmt.Errorf("read lease %s in %s: %w", Key, store, err)
-	}
-	rc, err := store.Get(ctx, Key)
+	// One request where the store gives the ETag with the body: the lease
+	// is read on every hand-over's path, twice after a crash.
+	rc, info, err := replica.GetInfo(ctx, store, Key)
 	if err != nil {
 		return Record{}, "", fmt.Errorf("read lease %s in %s: %w", Key, store, err)
 	}
@@ -192,8 +190,8 @@ func Read(ctx context.Context, store replica.Store) (Record, string, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return Record{}, "", fmt.Errorf("lease %s in %s is not valid JSON (%v); delete it to reset the lease", Key, store, err)
 	}
-	// The Stat and the Get are two requests: if the object changed between
-	// them, the ETag is stale and the next PutIfMatch fails safely.
+	// Where the ETag came from a Stat before the Get and the object changed
+	// between them, the ETag is stale and the next PutIfMatch fails safely.
 	return rec, info.ETag, nil
 }
 

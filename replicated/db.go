@@ -35,6 +35,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		// Only a lease holder pipelines, and it cleans up after a previous
 		// holder's uploads in flight (engine.Options.RemoveInFlight).
 		RemoveInFlight: opts.Lease != nil,
+		Verified:       opts.Verified,
 	})
 	if err != nil {
 		return nil, err

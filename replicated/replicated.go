@@ -74,6 +74,11 @@ type Options struct {
 	// Pipeline is how many uploads DB.Begin keeps in flight at once
 	// (engine.Options.Pipeline); 0 or 1: one at a time.
 	Pipeline int
+	// Verified, if set, are the files the restore that just wrote the
+	// local database read whole and verified (restore.Result.Files): the
+	// check of the unmerged files before the first acknowledgement does
+	// not read them again (compact.Compactor.Verified).
+	Verified []replica.LTXFile
 }
 
 // Compaction says how a replica is compacted.
@@ -138,6 +143,7 @@ func newCore(opts Options) *core {
 		cfg := opts.Compaction.Config
 		cfg.OnDamage = c.damaged
 		c.comp = compact.New(c.store, cfg, c.log)
+		c.comp.Verified(opts.Verified)
 	}
 	return c
 }

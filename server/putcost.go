@@ -61,3 +61,9 @@ func (c *putCost) monthlyUSD(now time.Time) float64 {
 	perSecond := float64(c.store.puts.Load()) / up
 	return perSecond * 30 * 24 * 3600 / 1000 * usdPerThousandPuts
 }
+
+// GetInfo keeps the wrapped store's one-request read of an object and its
+// ETag (replica.InfoGetter) visible through the counter.
+func (s *putCounter) GetInfo(ctx context.Context, key string) (io.ReadCloser, replica.ObjectInfo, error) {
+	return replica.GetInfo(ctx, s.Store, key)
+}

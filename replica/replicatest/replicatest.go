@@ -42,6 +42,7 @@ func RunConformance(t *testing.T, newStore func(t *testing.T) replica.Store) {
 	t.Run("PutIfAbsent", func(t *testing.T) { testPutIfAbsent(t, open(t)) })
 	t.Run("PutIfAbsentRace", func(t *testing.T) { testPutIfAbsentRace(t, open(t)) })
 	t.Run("PutIfMatch", func(t *testing.T) { testPutIfMatch(t, open(t)) })
+	t.Run("GetInfo", func(t *testing.T) { testGetInfo(t, open(t)) })
 	t.Run("Put", func(t *testing.T) { testPut(t, open(t)) })
 	t.Run("List", func(t *testing.T) { testList(t, open(t)) })
 	t.Run("ListPaging", func(t *testing.T) { testListPaging(t, open(t)) })
@@ -313,6 +314,43 @@ func testPutIfMatch(t *testing.T, s replica.Store) {
 	}
 	if _, err := s.Stat(ctx, "missing"); !errors.Is(err, replica.ErrNotFound) {
 		t.Errorf("a refused PutIfMatch created the object: Stat err = %v", err)
+	}
+}
+
+// testGetInfo: replica.GetInfo (one request on a store that gives the
+// ETag with the body) returns the bytes and an ETag a conditional replace
+// accepts, and only the current one.
+func testGetInfo(t *testing.T, s replica.Store) {
+	ctx := ctxT(t)
+	v1 := mustPutIfAbsent(t, s, "gi", []byte("version one"))
+	rc, info, err := replica.GetInfo(ctx, s, "gi")
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	body, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalBytes(t, "GetInfo's body", body, []byte("version one"))
+	if info.ETag != v1.ETag || info.Size != int64(len(body)) {
+		t.Errorf("GetInfo = ETag %q size %d; want the create's ETag %q and size %d", info.ETag, info.Size, v1.ETag, len(body))
+	}
+	v2, err := s.PutIfMatch(ctx, "gi", bytes.NewReader([]byte("version two")), 11, info.ETag)
+	if err != nil {
+		t.Fatalf("PutIfMatch with GetInfo's ETag: %v", err)
+	}
+	if rc, info, err = replica.GetInfo(ctx, s, "gi"); err != nil || info.ETag != v2.ETag {
+		t.Errorf("GetInfo after PutIfMatch = ETag %q, %v; want %q", info.ETag, err, v2.ETag)
+	}
+	if err == nil {
+		rc.Close()
+	}
+	if _, err := s.PutIfMatch(ctx, "gi", bytes.NewReader([]byte("stale")), 5, v1.ETag); !errors.Is(err, replica.ErrPreconditionFailed) {
+		t.Errorf("PutIfMatch with the ETag GetInfo gave before the change: err = %v, want ErrPreconditionFailed", err)
+	}
+	if _, _, err := replica.GetInfo(ctx, s, "gi-missing"); !errors.Is(err, replica.ErrNotFound) {
+		t.Errorf("GetInfo of a missing key: err = %v, want ErrNotFound", err)
 	}
 }
 

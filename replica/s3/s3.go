@@ -520,3 +520,16 @@ func partialLTXPrefix(prefix string) (dir string, partial bool) {
 	}
 	return prefix[:i], true
 }
+
+// GetInfo opens the whole object and returns its metadata from the same
+// response (replica.InfoGetter): one request where Stat and Get are two.
+func (s *Store) GetInfo(ctx context.Context, key string) (io.ReadCloser, replica.ObjectInfo, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(s.objectKey(key))})
+	if isNotFound(err) {
+		return nil, replica.ObjectInfo{}, fmt.Errorf("get %s from %s: %w", key, s, replica.ErrNotFound)
+	} else if err != nil {
+		return nil, replica.ObjectInfo{}, fmt.Errorf("get %s from %s: %w", key, s, classify(err))
+	}
+	return out.Body, replica.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified),
+		ETag: aws.ToString(out.ETag)}, nil
+}

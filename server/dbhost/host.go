@@ -163,8 +163,10 @@ func (h *Host) Get(ctx context.Context, name string) (Database, error) {
 	if db, err := h.cached(name); db != nil || err != nil { // opened while we waited for the lock
 		return db, err
 	}
-	if c, err := h.getCold(ctx, name); c != nil || err != nil {
-		return c, err
+	if !h.leaseTaken(name) { // taken to write: restored whole at once (taken.go)
+		if c, err := h.getCold(ctx, name); c != nil || err != nil {
+			return c, err
+		}
 	}
 	db, err := h.open(ctx, name, name == DefaultDatabase, false)
 	if err != nil {

@@ -23,6 +23,10 @@ type Replication struct {
 	Restore func(ctx context.Context, store replica.Store, path string) error
 	// Compaction compacts and prunes each open database's replica. Nil: none.
 	Compaction *replicated.Compaction
+	// verified carries the files Restore read and verified to the
+	// replication opened next on the same path (verified.go); nil: none
+	// (a Restore of a test's own).
+	verified *verifiedFiles
 }
 
 func (r Replication) fenced(err error) bool { return errors.Is(err, engine.ErrFenced) }
@@ -44,6 +48,7 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Compaction:   h.opts.Replication.Compaction,
 		Damage:       h.opts.Damage,
 		Pipeline:     h.opts.UploadPipeline,
+		Verified:     h.opts.Replication.verified.take(db.path),
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
 				h.opts.Observer.Shipped(db.name, f)
