@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -164,14 +163,7 @@ func measureLag(o Options, c *client, pid int, workers []*worker, wr *writer, wa
 	// round, and for the syncs before it that did not show it yet), and
 	// that sync()'s own duration (its requests and the client's apply).
 	var lags, befores, durs, allSyncs []float64
-	for wi, f := range res {
-		if os.Getenv("SLUICE_BENCH_DEBUG") != "" {
-			for k, d := range f.SyncMs {
-				if d > 50 {
-					fmt.Fprintf(os.Stderr, "replica %d sync #%d of %d at +%.0f ms took %.1f ms (max id %v)\n", wi, k, len(f.SyncMs), f.Points[k][0]-float64(from.UnixNano())/1e6, d, f.Points[k][1])
-				}
-			}
-		}
+	for _, f := range res {
 		lf.Syncs += len(f.Points)
 		allSyncs = append(allSyncs, f.SyncMs...)
 		j := 0
