@@ -80,10 +80,11 @@ func (d *dbHistory) wake() {
 	}
 }
 
-// memoLimit bounds reached (and ended, and issued) per database: about
-// four generations' worth of frame counts (walFrames each, shared by the
-// clients in step), some 200 KB.
-const memoLimit = 4096
+// memoLimit bounds reached (and ended, and issued) per database, some
+// 800 KB at most: the frame counts (up to walFrames and a diff each) of
+// the few generations replicas are in at once, so that replicas syncing
+// in a loop never push the others' positions out.
+const memoLimit = 16384
 
 // History keeps, for every database, the pages of its recently shipped
 // files, fed by Shipped on the shipping goroutine.
