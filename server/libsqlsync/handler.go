@@ -212,7 +212,11 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 	// A replica may start from the database image already made for
 	// others, if its changes since are still known: no restore per
 	// bootstrap while the database takes writes.
-	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && h.opts.History.info(name, e) {
+	// Not into a generation whose replicas were already sent frames,
+	// though: positions are remembered per (generation, frame count), so
+	// a newcomer there would share its counts with replicas at other
+	// TXIDs and be sent the same pages over and over.
+	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && !h.opts.History.sentFrames(name, e) && h.opts.History.info(name, e) {
 		gen = e
 	} else {
 		h.opts.History.info(name, gen) // the head: every generation that ended started at or before it

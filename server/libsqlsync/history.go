@@ -443,6 +443,25 @@ func forgetOldGenerations(d *dbHistory) {
 	}
 }
 
+// sentFrames reports whether a client of generation gen was sent frames.
+func (h *History) sentFrames(db string, gen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil {
+		return false
+	}
+	if gen <= d.memoFrom {
+		return true // not remembered: maybe
+	}
+	for k := range d.reached {
+		if k[0] == gen && k[1] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // reachedBy returns the TXID a client holding frames frames of generation
 // gen is at (or later), if known.
 func (h *History) reachedBy(db string, gen, frames uint64) (uint64, bool) {
