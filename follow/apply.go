@@ -86,49 +86,54 @@ func (f *Follower) fetch(ctx context.Context, txid ltx.TXID) ([]byte, bool, erro
 // several are shipped.
 const maxPrefetch = 8
 
-// applyHinted fetches the files from pos+1 up to the writer's hint (at
-// most maxPrefetch) concurrently and applies each, in order, as soon as it
-// and those before it arrived, up to the first one the bucket does not
+// applyHinted fetches the files from pos+1 up to the writer's hint with
+// up to maxPrefetch GETs in flight, a new one started as soon as one is
+// applied (no batch waits for its slowest GET), and applies each, in
+// order, as soon as it arrived, up to the first one the bucket does not
 // hold. Each is checked exactly as applyNext checks one: the hint only
 // decides what is fetched at once.
 func (f *Follower) applyHinted(ctx context.Context) (int, error) {
-	pos := f.Pos().TXID
-	hint := ltx.TXID(f.hint.Load())
-	if hint <= pos {
-		return 0, nil
-	}
-	n := int(min(uint64(hint-pos), maxPrefetch))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // fetches past a miss are abandoned
 	type got struct {
 		data []byte
 		ok   bool
 		err  error
 		took time.Duration
 	}
-	res := make([]chan got, n)
-	for i := range res {
-		res[i] = make(chan got, 1) // never blocks: a fetch past a miss is dropped
-		go func() {
-			start := time.Now()
-			data, ok, err := f.fetch(ctx, pos+1+ltx.TXID(i))
-			res[i] <- got{data, ok, err, time.Since(start)}
-		}()
-	}
+	pos := f.Pos().TXID
+	next := pos + 1 // the next TXID to fetch
+	var inFlight []chan got
 	applied := 0
-	for i := range res {
-		r := <-res[i]
+	for {
+		for hint := ltx.TXID(f.hint.Load()); len(inFlight) < maxPrefetch && next <= hint; next++ {
+			ch := make(chan got, 1) // never blocks: a fetch past a miss is dropped
+			txid := next
+			go func() {
+				start := time.Now()
+				data, ok, err := f.fetch(ctx, txid)
+				ch <- got{data, ok, err, time.Since(start)}
+			}()
+			inFlight = append(inFlight, ch)
+		}
+		if len(inFlight) == 0 {
+			return applied, nil
+		}
+		r := <-inFlight[0]
+		inFlight = inFlight[1:]
 		if r.err != nil || !r.ok {
 			return applied, r.err
 		}
-		if f.Pos().TXID != pos+ltx.TXID(i) { // a restore moved the copy
+		txid := pos + 1 + ltx.TXID(applied)
+		if f.Pos().TXID != txid-1 { // a restore moved the copy
 			return applied, nil
 		}
 		f.fetchTook = r.took
-		if err := f.applyFile(ctx, pos+1+ltx.TXID(i), r.data); err != nil {
+		if err := f.applyFile(ctx, txid, r.data); err != nil {
 			return applied, err
 		}
 		applied++
 	}
-	return applied, nil
 }
 
 // applyFile checks data as TXID next's file and applies its pages.
