@@ -176,7 +176,7 @@ func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) er
 	// the fetch, the apply under the lock.
 	args := []any{"txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start)}
 	if f.fetchTook > 0 {
-		args = append(args, "fetch", f.fetchTook)
+		args = append(args, "fetch", f.fetchTook, "hint", f.hint.Load())
 		if at := f.hintAt.Load(); at > 0 && f.hint.Load() >= uint64(next) {
 			args = append(args, "since_push", time.Since(time.Unix(0, at)))
 		}
