@@ -342,9 +342,11 @@ func (f *Follower) poll(ctx context.Context, probe bool) (int, error) {
 	return n + 1, nil
 }
 
-// applyAvailable applies next files: first those the writer said it
-// shipped, several fetched at once, then (probe) the next ones until one
-// is missing.
+// applyAvailable applies next files: those the writer said it shipped,
+// several fetched at once, then (probe) the next one after them, and again
+// until one is missing. A file found by probing never leaves the rest to
+// probing one GET at a time: the pushes that arrived meanwhile are fetched
+// at once again.
 func (f *Follower) applyAvailable(ctx context.Context, probe bool) (int, error) {
 	n := 0
 	for {
@@ -353,14 +355,12 @@ func (f *Follower) applyAvailable(ctx context.Context, probe bool) (int, error) 
 		if err != nil {
 			return n, err
 		}
-		if m == 0 || f.Pos().TXID >= ltx.TXID(f.hint.Load()) {
-			break // caught up with the pushes, or the bucket lacks the next one
+		if m > 0 && f.Pos().TXID < ltx.TXID(f.hint.Load()) {
+			continue // more were pushed meanwhile
 		}
-	}
-	if !probe {
-		return n, nil
-	}
-	for {
+		if !probe {
+			return n, nil
+		}
 		ok, err := f.applyNext(ctx)
 		if err != nil || !ok {
 			return n, err
