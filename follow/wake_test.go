@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +154,60 @@ func TestWakeAppliesEachFileAsItArrivesAndProbesNoFurther(t *testing.T) {
 	must(t, f.WaitFor(wctx, at+5))
 	if n := st.count(next); n == 0 {
 		t.Fatal("a wake without a TXID did not look for the next file")
+	}
+}
+
+// pushStore counts the GETs in flight at once (each takes 20 ms), and
+// runs onFirst at the first GET of firstKey.
+type pushStore struct {
+	replica.Store
+	firstKey  string
+	onFirst   func()
+	once      sync.Once
+	cur, most atomic.Int32
+}
+
+func (s *pushStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if key == s.firstKey {
+		s.once.Do(s.onFirst)
+	}
+	n := s.cur.Add(1)
+	defer s.cur.Add(-1)
+	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+	}
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.Get(ctx, key)
+}
+
+// A poll that finds the next file by probing while pushes name many more
+// (a follower behind a busy writer) fetches those at once again, rather
+// than probing for them one GET after the other.
+func TestAProbedFileLeavesThePushedOnesToBeFetchedAtOnce(t *testing.T) {
+	l := newLeader(t)
+	l.insert(1)
+	l.ship()
+	st := &pushStore{Store: l.store}
+	f, err := Open(context.Background(), filepath.Join(t.TempDir(), "f.db"), st, Options{PollInterval: time.Hour, Logger: quiet()})
+	must(t, err)
+	defer f.Close()
+	at := f.Pos().TXID
+	for range 30 {
+		l.insert(1)
+		l.ship()
+	}
+	// The pushes arrive while the poll probes for the next file.
+	st.firstKey = replica.LTXKey(0, at+1, at+1)
+	st.onFirst = func() { f.Wake(uint64(at + 30)) }
+	st.most.Store(0)
+	n, err := f.Poll(context.Background())
+	must(t, err)
+	if n != 30 || f.Pos().TXID != at+30 {
+		t.Fatalf("applied %d files to TXID %s, want 30 to %s", n, f.Pos().TXID, at+30)
+	}
+	if most := st.most.Load(); most < 4 {
+		t.Fatalf("at most %d GETs at once: the pushed files were probed for one after the other", most)
+	}
+	if got, want := contentHash(t, f.Path()), contentHash(t, l.path); got != want {
+		t.Fatal("the follower's copy differs from the leader's database")
 	}
 }
