@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/sqliteconn"
@@ -57,10 +56,12 @@ type page struct {
 // replica has no such file (yet).
 func (f *Follower) applyNext(ctx context.Context) (bool, error) {
 	next := f.Pos().TXID + 1
+	start := time.Now()
 	data, ok, err := f.fetch(ctx, next)
 	if err != nil || !ok {
 		return false, err
 	}
+	f.fetchTook = time.Since(start)
 	return true, f.applyFile(ctx, next, data)
 }
 
@@ -85,46 +86,54 @@ func (f *Follower) fetch(ctx context.Context, txid ltx.TXID) ([]byte, bool, erro
 // several are shipped.
 const maxPrefetch = 8
 
-// applyHinted fetches the files from pos+1 up to the writer's hint (at
-// most maxPrefetch) concurrently, then applies them in order up to the
-// first one the bucket does not hold. Each is checked exactly as applyNext
-// checks one: the hint only decides what is fetched at once.
+// applyHinted fetches the files from pos+1 up to the writer's hint with
+// up to maxPrefetch GETs in flight, a new one started as soon as one is
+// applied (no batch waits for its slowest GET), and applies each, in
+// order, as soon as it arrived, up to the first one the bucket does not
+// hold. Each is checked exactly as applyNext checks one: the hint only
+// decides what is fetched at once.
 func (f *Follower) applyHinted(ctx context.Context) (int, error) {
-	pos := f.Pos().TXID
-	hint := ltx.TXID(f.hint.Load())
-	if hint <= pos+1 {
-		return 0, nil
-	}
-	n := int(min(uint64(hint-pos), maxPrefetch))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // fetches past a miss are abandoned
 	type got struct {
 		data []byte
 		ok   bool
 		err  error
+		took time.Duration
 	}
-	res := make([]got, n)
-	var wg sync.WaitGroup
-	for i := range res {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i].data, res[i].ok, res[i].err = f.fetch(ctx, pos+1+ltx.TXID(i))
-		}()
-	}
-	wg.Wait()
+	pos := f.Pos().TXID
+	next := pos + 1 // the next TXID to fetch
+	var inFlight []chan got
 	applied := 0
-	for i, r := range res {
+	for {
+		for hint := ltx.TXID(f.hint.Load()); len(inFlight) < maxPrefetch && next <= hint; next++ {
+			ch := make(chan got, 1) // never blocks: a fetch past a miss is dropped
+			txid := next
+			go func() {
+				start := time.Now()
+				data, ok, err := f.fetch(ctx, txid)
+				ch <- got{data, ok, err, time.Since(start)}
+			}()
+			inFlight = append(inFlight, ch)
+		}
+		if len(inFlight) == 0 {
+			return applied, nil
+		}
+		r := <-inFlight[0]
+		inFlight = inFlight[1:]
 		if r.err != nil || !r.ok {
 			return applied, r.err
 		}
-		if f.Pos().TXID != pos+ltx.TXID(i) { // a restore moved the copy
+		txid := pos + 1 + ltx.TXID(applied)
+		if f.Pos().TXID != txid-1 { // a restore moved the copy
 			return applied, nil
 		}
-		if err := f.applyFile(ctx, pos+1+ltx.TXID(i), r.data); err != nil {
+		f.fetchTook = r.took
+		if err := f.applyFile(ctx, txid, r.data); err != nil {
 			return applied, err
 		}
 		applied++
 	}
-	return applied, nil
 }
 
 // applyFile checks data as TXID next's file and applies its pages.
@@ -163,7 +172,17 @@ func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) er
 	}
 	// No rolling checksum: sluice's and Litestream's files carry none (see engine/state.go).
 	f.setPos(ltx.Pos{TXID: next}, time.UnixMilli(hdr.Timestamp))
-	f.log.Debug("applied", "txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start))
+	// Where a follower's lag goes: the writer's push to the fetch's start,
+	// the fetch, the apply under the lock.
+	args := []any{"txid", next, "pages", len(pages), "commit", hdr.Commit, "locked", time.Since(start)}
+	if f.fetchTook > 0 {
+		args = append(args, "fetch", f.fetchTook, "hint", f.hint.Load())
+		if at := f.hintAt.Load(); at > 0 && f.hint.Load() >= uint64(next) {
+			args = append(args, "since_push", time.Since(time.Unix(0, at)))
+		}
+		f.fetchTook = 0
+	}
+	f.log.Debug("applied", args...)
 	return nil
 }
 

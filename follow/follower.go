@@ -101,6 +101,11 @@ type Follower struct {
 	damaged  string        // the damaged object Run last reported ("" if none); Run's own
 	wake     chan struct{} // Wake: fetch now rather than at the next poll
 	hint     atomic.Uint64 // highest TXID the writer said it shipped (Wake)
+	hintAt   atomic.Int64  // when hint last moved (unix ns), for the debug log
+	probeNow atomic.Bool   // Wake(0): something new, TXID unknown: probe
+	// fetchTook is how long the file being applied took to fetch (Run's
+	// goroutine only), for the debug log.
+	fetchTook time.Duration
 }
 
 // ErrClosed is returned by WaitFor once the Follower is closed.
@@ -229,9 +234,16 @@ func (f *Follower) WaitFor(ctx context.Context, txid ltx.TXID) error {
 // checked, so a wrong or early hint costs a few fetches and changes
 // nothing; the files up to txid are fetched concurrently.
 func (f *Follower) Wake(txid uint64) {
+	if txid == 0 {
+		f.probeNow.Store(true)
+	}
 	for {
 		cur := f.hint.Load()
-		if txid <= cur || f.hint.CompareAndSwap(cur, txid) {
+		if txid <= cur {
+			break
+		}
+		if f.hint.CompareAndSwap(cur, txid) {
+			f.hintAt.Store(time.Now().UnixNano())
 			break
 		}
 	}
@@ -242,12 +254,16 @@ func (f *Follower) Wake(txid uint64) {
 }
 
 // Run polls until ctx ends. Errors are logged and retried at the next poll:
-// a follower outlives an unreachable bucket.
+// a follower outlives an unreachable bucket. Woken by the writer's push, it
+// fetches what the push named and no further: probing for the TXID after
+// it would be a request the bucket answers "not yet", which would hold up
+// the next push by a GET's time; the poll interval still probes.
 func (f *Follower) Run(ctx context.Context) {
 	t := time.NewTicker(f.opts.PollInterval)
 	defer t.Stop()
+	probe := true
 	for {
-		n, err := f.Poll(ctx)
+		n, err := f.poll(ctx, probe)
 		var de *replica.DamageError
 		switch {
 		case errors.As(err, &de) && ctx.Err() == nil:
@@ -272,7 +288,9 @@ func (f *Follower) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			probe = true
 		case <-f.wake:
+			probe = f.probeNow.Swap(false)
 		}
 	}
 }
@@ -281,8 +299,12 @@ func (f *Follower) Run(ctx context.Context) {
 // found for CheckInterval, compares with the replica's latest position and
 // restores again if the next file is gone (compacted away) or the history
 // changed. It returns the number of files applied.
-func (f *Follower) Poll(ctx context.Context) (int, error) {
-	n, err := f.applyAvailable(ctx)
+func (f *Follower) Poll(ctx context.Context) (int, error) { return f.poll(ctx, true) }
+
+// poll is Poll; without probe, only the files the writer said it shipped
+// are fetched (see Run).
+func (f *Follower) poll(ctx context.Context, probe bool) (int, error) {
+	n, err := f.applyAvailable(ctx, probe)
 	if err != nil {
 		return n, err
 	}
@@ -308,7 +330,7 @@ func (f *Follower) Poll(ctx context.Context) (int, error) {
 	}
 	// The next file may have landed since the last fetch: only one still
 	// missing now that a later TXID is known means it was compacted away.
-	if m, err := f.applyAvailable(ctx); err != nil || m > 0 {
+	if m, err := f.applyAvailable(ctx, true); err != nil || m > 0 {
 		return n + m, err
 	}
 	cur := f.Pos().TXID
@@ -320,9 +342,12 @@ func (f *Follower) Poll(ctx context.Context) (int, error) {
 	return n + 1, nil
 }
 
-// applyAvailable applies next files until one is missing: first those the
-// writer said it shipped, several fetched at once.
-func (f *Follower) applyAvailable(ctx context.Context) (int, error) {
+// applyAvailable applies next files: those the writer said it shipped,
+// several fetched at once, then (probe) the next one after them, and again
+// until one is missing. A file found by probing never leaves the rest to
+// probing one GET at a time: the pushes that arrived meanwhile are fetched
+// at once again.
+func (f *Follower) applyAvailable(ctx context.Context, probe bool) (int, error) {
 	n := 0
 	for {
 		m, err := f.applyHinted(ctx)
@@ -330,11 +355,12 @@ func (f *Follower) applyAvailable(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if m < maxPrefetch {
-			break
+		if m > 0 && f.Pos().TXID < ltx.TXID(f.hint.Load()) {
+			continue // more were pushed meanwhile
 		}
-	}
-	for {
+		if !probe {
+			return n, nil
+		}
 		ok, err := f.applyNext(ctx)
 		if err != nil || !ok {
 			return n, err

@@ -91,7 +91,9 @@ func (s *Server) routes() http.Handler {
 	}))
 	root.Handle("GET /metrics", s.instrument("GET /metrics", s.serveMetrics))
 	root.Handle("/", s.webSocketOr(limited))
-	return libsqlsync.CleanPath(root)
+	// A sync URL may ask its syncs to wait for the next transaction
+	// (.../db/NAME/wait/5s/): the same routes, the wait noted.
+	return libsqlsync.WaitPath(libsqlsync.CleanPath(root), writeError)
 }
 
 // serveMetrics answers a scrape. When credentials are configured it needs

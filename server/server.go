@@ -358,6 +358,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.forward.DrainHandoff(shutCtx)
 	}
 	s.push.hub.Close() // after the releases, which ended their streams with "released"
+	s.sync.Close()     // embedded replicas' syncs waiting for the next transaction answer now
 	if err := srv.Shutdown(shutCtx); err != nil {
 		s.log.Warn("HTTP shutdown did not finish cleanly", "err", err)
 	}

@@ -93,6 +93,7 @@ const (
 	syncRoute       = `route="GET /db/{name}/sync/{generation}/{start}/{end}",db="app"}`
 	metricSyncSum   = `sluice_http_request_duration_seconds_sum{` + syncRoute
 	metricSyncCount = `sluice_http_request_duration_seconds_count{` + syncRoute
+	metricSyncUnder = `sluice_http_request_duration_seconds_bucket{route="GET /db/{name}/sync/{generation}/{start}/{end}",db="app",le="0.05"}`
 	metricSyncBytes = `sluice_embedded_sync_bytes_total{db="app"}`
 	metricAnswers   = `sluice_embedded_sync_answers_total{db="app",answer="`
 	metricStorePuts = `sluice_store_put_requests`

@@ -32,6 +32,9 @@ type Options struct {
 	// inserts (the lag) [10s]; WriteEvery paces the writer [20ms].
 	Follow     time.Duration
 	WriteEvery time.Duration
+	// SyncWait, if positive, measures the lag a second time through the
+	// sync URL that waits for the next transaction (.../wait/SyncWait/).
+	SyncWait   time.Duration
 	EmptySyncs int // syncs per replica with nothing new [200]
 	Commits    int // single-row commits before the one measured sync [100]
 }
@@ -84,6 +87,8 @@ type Report struct {
 
 	WritesAcked             int
 	LagP50ms, LagP99ms      float64
+	Lag                     lagFigures  // the same, in full
+	WaitLag                 *lagFigures // through the waiting URL (-sync-wait)
 	FollowSyncs             int
 	FollowBytesPerSync      float64
 	FollowServerUsPerSync   float64
@@ -150,6 +155,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 
 	// The replicas bootstrap.
 	syncURL := srv.URL + "/db/app/"
+	waitURL := fmt.Sprintf("%s/db/app/wait/%s/", srv.URL, o.SyncWait)
 	workers := make([]*worker, o.Replicas)
 	defer func() {
 		for _, w := range workers {
@@ -160,7 +166,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}()
 	for i := range workers {
 		var ms float64
-		workers[i], ms, err = startWorker(ctx, o.Client, o.WorkDir, o.NodeModules, o.Python, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), syncURL, roToken)
+		workers[i], ms, err = startWorker(ctx, o.Client, o.WorkDir, o.NodeModules, o.Python, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), syncURL, waitURL, roToken)
 		if err != nil {
 			return nil, err
 		}
@@ -187,8 +193,21 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	if err := measureReads(o, workers, rep, out); err != nil {
 		return nil, err
 	}
-	if err := measureLag(ctx, o, c, srv.Pid(), workers, wr, rep, out); err != nil {
+	lf, err := measureLag(o, c, srv.Pid(), workers, wr, false)
+	if err != nil {
 		return nil, err
+	}
+	printLag(out, o, lf, false, rep.DatabaseBytes)
+	rep.LagP50ms, rep.LagP99ms, rep.FollowSyncs = lf.P50ms, lf.P99ms, lf.Syncs
+	rep.FollowBytesPerSync, rep.FollowServerUsPerSync, rep.FollowServerCPUusPerReq = lf.BytesPerReq, lf.ServerUsPerReq, lf.CPUusPerReq
+	rep.Lag = lf
+	if o.SyncWait > 0 {
+		lw, err := measureLag(o, c, srv.Pid(), workers, wr, true)
+		if err != nil {
+			return nil, err
+		}
+		printLag(out, o, lw, true, rep.DatabaseBytes)
+		rep.WaitLag = &lw
 	}
 	if err := stopW(); err != nil {
 		return nil, fmt.Errorf("writer: %w", err)

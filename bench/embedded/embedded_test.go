@@ -12,7 +12,8 @@ import (
 )
 
 // A short run with each real client against a real sluice serve on MinIO:
-// every acknowledged row reaches every replica (Run checks), a sync with
+// every acknowledged row reaches every replica (Run checks), the lag is
+// measured with sync() in a loop and through the waiting URL, a sync with
 // nothing new is one request that moves nothing, and a sync after the
 // commits moves about the pages they changed.
 func TestShortRunWithEachClient(t *testing.T) {
@@ -33,7 +34,7 @@ func TestShortRunWithEachClient(t *testing.T) {
 			var out strings.Builder
 			rep, err := Run(ctx, Options{Sluice: sluice, WorkDir: t.TempDir(), Client: client,
 				NodeModules: DefaultNodeModules(), Python: python,
-				Replicas: 2, Rows: 2000, Reads: 300, HranaReads: 30, Follow: time.Second,
+				Replicas: 2, Rows: 2000, Reads: 300, HranaReads: 30, Follow: time.Second, SyncWait: time.Second,
 				EmptySyncs: 10, Commits: 20}, io.MultiWriter(&out, testWriter{t}))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
@@ -46,6 +47,9 @@ func TestShortRunWithEachClient(t *testing.T) {
 			}
 			if rep.CommitsChangedPages == 0 || rep.CommitsSyncBytesPerPage > TargetSyncOverPgs {
 				t.Fatalf("a sync after 20 commits moved %d bytes for %d changed pages", rep.CommitsSyncBytes, rep.CommitsChangedPages)
+			}
+			if w := rep.WaitLag; w == nil || w.Pairs == 0 || w.P50ms <= 0 || w.Answers == "" {
+				t.Fatalf("no lag measured through the waiting sync URL: %+v", w)
 			}
 			if rep.WritesAcked == 0 || rep.LagP50ms <= 0 {
 				t.Fatalf("the writer: %d acknowledged, lag p50 %.1f ms", rep.WritesAcked, rep.LagP50ms)

@@ -98,42 +98,74 @@ func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) erro
 	return nil
 }
 
+// lagFigures are one follow phase's figures.
+type lagFigures struct {
+	P50ms, P99ms                float64 // acknowledgement → visible after the sync() that showed it
+	SyncP99ms, BeforeP99ms      float64 // that sync()'s duration; the time before it began
+	SyncP50ms, AllSyncP99ms     float64 // every sync()'s duration
+	MaxSyncMs                   float64
+	Syncs, Pairs, Acked         int
+	Requests, BytesPerReq       float64
+	ServerUsPerReq, CPUusPerReq float64
+	Answers                     string
+	SlowRequests                float64 // sync requests over 50 ms of server time
+}
+
 // measureLag has every replica sync in a loop while the writer inserts,
-// and matches each acknowledged write to the first sync that showed it.
-func measureLag(ctx context.Context, o Options, c *client, pid int, workers []*worker, wr *writer, rep *Report, out io.Writer) error {
+// and matches each acknowledged write to the first sync() after which the
+// replica showed it. The lag is the time from the write's acknowledgement
+// (its answer reaching the writer) to the end of that sync() and of the
+// local read that showed the row. With wait, the replicas sync through the
+// waiting URL (a second replica each, bootstrapped first).
+func measureLag(o Options, c *client, pid int, workers []*worker, wr *writer, wait bool) (lagFigures, error) {
 	type follow struct {
 		Points [][2]float64 `json:"points"`
 		SyncMs []float64    `json:"syncMs"`
 	}
+	var lf lagFigures
+	each := func(ms int64, res []follow) error {
+		errs := make([]error, len(workers))
+		var wg sync.WaitGroup
+		for i, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = w.call(map[string]any{"op": "follow", "ms": ms, "intervalMs": 0, "wait": wait}, &res[i])
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	if wait { // bootstrap the waiting replicas outside the measurement
+		if err := each(0, make([]follow, len(workers))); err != nil {
+			return lf, err
+		}
+	}
 	before, err := c.metrics()
 	if err != nil {
-		return err
+		return lf, err
 	}
 	cpu0, _ := targets.CPUTime(pid)
 	res := make([]follow, len(workers))
-	errs := make([]error, len(workers))
-	var wg sync.WaitGroup
 	from := time.Now()
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = w.call(map[string]any{"op": "follow", "ms": o.Follow.Milliseconds(), "intervalMs": 0}, &res[i])
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if err := each(o.Follow.Milliseconds(), res); err != nil {
+		return lf, err
 	}
 	cpu1, _ := targets.CPUTime(pid)
 	after, err := c.metrics()
 	if err != nil {
-		return err
+		return lf, err
 	}
 	acks := wr.since(from)
-	var lags []float64
+	lf.Acked = len(acks)
+	// Each lag is split in two: from the acknowledgement to the start of
+	// the sync() that showed the write (waiting for the loop to come
+	// round, and for the syncs before it that did not show it yet), and
+	// that sync()'s own duration (its requests and the client's apply).
+	var lags, befores, durs, allSyncs []float64
 	for _, f := range res {
-		rep.FollowSyncs += len(f.Points)
+		lf.Syncs += len(f.Points)
+		allSyncs = append(allSyncs, f.SyncMs...)
 		j := 0
 		for _, a := range acks { // acks and points both in time order
 			for j < len(f.Points) && (f.Points[j][0] < a.at || int64(f.Points[j][1]) < a.id) {
@@ -142,21 +174,43 @@ func measureLag(ctx context.Context, o Options, c *client, pid int, workers []*w
 			if j == len(f.Points) {
 				break // acknowledged after this replica's last sync
 			}
-			lags = append(lags, f.Points[j][0]-a.at)
+			lag := f.Points[j][0] - a.at
+			lags = append(lags, lag)
+			d := 0.0
+			if j < len(f.SyncMs) {
+				d = min(f.SyncMs[j], lag)
+			}
+			durs = append(durs, d)
+			befores = append(befores, lag-d)
 		}
 	}
-	rep.LagP50ms, rep.LagP99ms = pct(lags, 50), pct(lags, 99)
-	syncs := after.syncRequests() - before.syncRequests()
-	if syncs > 0 {
-		rep.FollowBytesPerSync = (after.get(metricSyncBytes) - before.get(metricSyncBytes)) / syncs
-		rep.FollowServerUsPerSync = 1e6 * (after.get(metricSyncSum) - before.get(metricSyncSum)) / syncs
-		rep.FollowServerCPUusPerReq = float64((cpu1 - cpu0).Microseconds()) / syncs
+	lf.Pairs = len(lags)
+	lf.P50ms, lf.P99ms = pct(lags, 50), pct(lags, 99)
+	lf.SyncP50ms, lf.AllSyncP99ms, lf.MaxSyncMs = pct(allSyncs, 50), pct(allSyncs, 99), pct(allSyncs, 100)
+	lf.SyncP99ms, lf.BeforeP99ms = pct(durs, 99), pct(befores, 99)
+	lf.Requests = after.syncRequests() - before.syncRequests()
+	if lf.Requests > 0 {
+		lf.BytesPerReq = (after.get(metricSyncBytes) - before.get(metricSyncBytes)) / lf.Requests
+		lf.ServerUsPerReq = 1e6 * (after.get(metricSyncSum) - before.get(metricSyncSum)) / lf.Requests
+		lf.CPUusPerReq = float64((cpu1 - cpu0).Microseconds()) / lf.Requests
 	}
-	fmt.Fprintf(out, "sync() in a loop on every replica for %s while the writer inserts (%d writes acknowledged meanwhile):\n", o.Follow, len(acks))
-	fmt.Fprintf(out, "  lag from a write's acknowledgement to its visibility after sync(): p50 %.1f ms  p99 %.1f ms (%d write×replica pairs)\n", rep.LagP50ms, rep.LagP99ms, len(lags))
-	fmt.Fprintf(out, "  %d syncs (%.0f sync requests): %.0f bytes per request, database %d KiB; server time %.0f µs per request; server CPU %.0f µs per request (writes included)\n",
-		rep.FollowSyncs, syncs, rep.FollowBytesPerSync, rep.DatabaseBytes>>10, rep.FollowServerUsPerSync, rep.FollowServerCPUusPerReq)
-	return nil
+	lf.Answers = answerKinds(before, after)
+	lf.SlowRequests = lf.Requests - (after.get(metricSyncUnder) - before.get(metricSyncUnder))
+	return lf, nil
+}
+
+// printLag prints one follow phase.
+func printLag(out io.Writer, o Options, lf lagFigures, wait bool, dbBytes int64) {
+	if wait {
+		fmt.Fprintf(out, "sync() in a loop through the waiting URL (.../wait/%s/: a sync with nothing new answers when the next transaction ships) on every replica for %s (%d writes acknowledged meanwhile):\n", o.SyncWait, o.Follow, lf.Acked)
+	} else {
+		fmt.Fprintf(out, "sync() in a loop on every replica for %s while the writer inserts (%d writes acknowledged meanwhile):\n", o.Follow, lf.Acked)
+	}
+	fmt.Fprintf(out, "  lag from a write's acknowledgement to its visibility after sync() (the end of the sync() after which a local read shows it): p50 %.1f ms  p99 %.1f ms (%d write×replica pairs)\n", lf.P50ms, lf.P99ms, lf.Pairs)
+	fmt.Fprintf(out, "  of which: the sync() that showed the write p99 %.1f ms; before it began (the loop coming round) p99 %.1f ms; every sync() p50 %.1f ms p99 %.1f ms max %.1f ms\n",
+		lf.SyncP99ms, lf.BeforeP99ms, lf.SyncP50ms, lf.AllSyncP99ms, lf.MaxSyncMs)
+	fmt.Fprintf(out, "  %d syncs (%.0f sync requests: %s): %.0f bytes per request, database %d KiB; server time %.0f µs per request; server CPU %.0f µs per request (writes included); %.0f requests over 50 ms of server time\n",
+		lf.Syncs, lf.Requests, lf.Answers, lf.BytesPerReq, dbBytes>>10, lf.ServerUsPerReq, lf.CPUusPerReq, lf.SlowRequests)
 }
 
 // measureEmptySyncs has every replica sync with nothing new.
@@ -255,13 +309,7 @@ func measureCommitsSync(ctx context.Context, o Options, c *client, store replica
 	rep.CommitsSyncBytes = int64(after.get(metricSyncBytes) - before.get(metricSyncBytes))
 	rep.CommitsChangedPages = len(pages)
 	rep.CommitsSyncBytesPerPage = float64(rep.CommitsSyncBytes) / float64(len(pages)*4096)
-	var kinds []string
-	for _, k := range []string{"diff", "end", "database", "export"} {
-		if n := after.get(metricAnswers+k+`"}`) - before.get(metricAnswers+k+`"}`); n > 0 {
-			kinds = append(kinds, fmt.Sprintf("%.0f %s", n, k))
-		}
-	}
-	rep.CommitsSyncAnswers = strings.Join(kinds, ", ")
+	rep.CommitsSyncAnswers = answerKinds(before, after)
 	fmt.Fprintf(out, "one sync() after %d single-row commits (TXIDs %d-%d): %d bytes moved (%s) for %d changed pages (%d bytes): %.2f× the changed pages\n",
 		o.Commits, from, to, rep.CommitsSyncBytes, rep.CommitsSyncAnswers, len(pages), len(pages)*4096, rep.CommitsSyncBytesPerPage)
 	return nil
@@ -294,4 +342,15 @@ func filePages(ctx context.Context, store replica.Store, txid uint64, pages map[
 		}
 		pages[ph.Pgno] = true
 	}
+}
+
+// answerKinds counts the sync answers by kind between two scrapes.
+func answerKinds(before, after scrape) string {
+	var kinds []string
+	for _, k := range []string{"diff", "end", "database", "export"} {
+		if n := after.get(metricAnswers+k+`"}`) - before.get(metricAnswers+k+`"}`); n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%.0f %s", n, k))
+		}
+	}
+	return strings.Join(kinds, ", ")
 }

@@ -54,9 +54,10 @@ func (t *tail) String() string {
 	return string(t.b)
 }
 
-// startWorker starts one application on local, synced from syncURL, and
+// startWorker starts one application on local, synced from syncURL (and a
+// second replica beside it from waitURL, when a phase asks), and
 // waits for its replica's bootstrap.
-func startWorker(ctx context.Context, client, dir, nodeModules, python, local, syncURL, token string) (*worker, float64, error) {
+func startWorker(ctx context.Context, client, dir, nodeModules, python, local, syncURL, waitURL, token string) (*worker, float64, error) {
 	name, body, interp := "worker.js", workerJS, "node"
 	if client == "python" {
 		name, body, interp = "worker.py", workerPy, python
@@ -67,7 +68,7 @@ func startWorker(ctx context.Context, client, dir, nodeModules, python, local, s
 			return nil, 0, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, interp, script, local, syncURL, token)
+	cmd := exec.CommandContext(ctx, interp, script, local, syncURL, token, waitURL)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
 	w := &worker{cmd: cmd, stderr: &tail{}}
 	cmd.Stderr = w.stderr

@@ -6,7 +6,7 @@
 const { createClient } = require("@libsql/client");
 const readline = require("readline");
 
-const [local, syncUrl, token] = process.argv.slice(2);
+const [local, syncUrl, token, waitUrl] = process.argv.slice(2);
 const now = () => performance.timeOrigin + performance.now(); // wall clock, ms
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
@@ -16,6 +16,7 @@ async function main() {
   await replica.sync();
   const remote = createClient({ url: syncUrl, authToken: token });
   out({ ready: true, bootstrapMs: now() - t0 });
+  let waiting = null;
   const rl = readline.createInterface({ input: process.stdin });
   for await (const line of rl) {
     const cmd = JSON.parse(line);
@@ -35,14 +36,24 @@ async function main() {
         out({ lat, ms: now() - start });
       } else if (cmd.op === "follow") {
         // sync() in a loop for cmd.ms: after each, the newest id visible
-        // locally and when it became visible.
+        // locally and when it became visible. With cmd.wait, on a second
+        // replica (its own file) synced through the waiting URL, whose
+        // sync() answers when the next transaction is shipped.
+        let db = replica;
+        if (cmd.wait) {
+          if (!waiting) {
+            waiting = createClient({ url: "file:" + local + "-wait", syncUrl: waitUrl, authToken: token });
+            await waiting.sync();
+          }
+          db = waiting;
+        }
         const points = [];
         const syncMs = [];
         const end = now() + cmd.ms;
         while (now() < end) {
           const t = now();
-          await replica.sync();
-          const rs = await replica.execute("SELECT max(id) AS m FROM t");
+          await db.sync();
+          const rs = await db.execute("SELECT max(id) AS m FROM t");
           const seen = now();
           syncMs.push(seen - t);
           points.push([seen, Number(rs.rows[0].m)]);
@@ -67,6 +78,7 @@ async function main() {
   }
   replica.close();
   remote.close();
+  if (waiting) waiting.close();
 }
 main().catch((e) => {
   out({ error: String(e && e.message ? e.message : e) });

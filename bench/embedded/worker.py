@@ -10,6 +10,7 @@ import time
 import libsql
 
 local, sync_url, token = sys.argv[1], sys.argv[2], sys.argv[3]
+wait_url = sys.argv[4] if len(sys.argv) > 4 else ""
 
 
 def out(o):
@@ -27,6 +28,7 @@ def main():
     replica.sync()
     remote = libsql.connect(sync_url, auth_token=token)
     out({"ready": True, "bootstrapMs": now_ms() - t0})
+    waiting = None
     for line in sys.stdin:
         cmd = json.loads(line)
         try:
@@ -44,12 +46,20 @@ def main():
                         raise Exception("row %d missing (%s)" % (i, cmd["where"]))
                 out({"lat": lat, "ms": now_ms() - start})
             elif op == "follow":
+                # With cmd["wait"], a second replica (its own file) synced
+                # through the waiting URL, as worker.js does.
+                db = replica
+                if cmd.get("wait"):
+                    if waiting is None:
+                        waiting = libsql.connect(local + "-wait", sync_url=wait_url, auth_token=token)
+                        waiting.sync()
+                    db = waiting
                 points, sync_ms = [], []
                 end = now_ms() + cmd["ms"]
                 while now_ms() < end:
                     t = now_ms()
-                    replica.sync()
-                    m = replica.execute("SELECT max(id) FROM t").fetchone()[0]
+                    db.sync()
+                    m = db.execute("SELECT max(id) FROM t").fetchone()[0]
                     seen = now_ms()
                     sync_ms.append(seen - t)
                     points.append([seen, m])

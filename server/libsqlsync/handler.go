@@ -47,9 +47,14 @@ type Options struct {
 
 // Handler answers the sync endpoints of every database.
 type Handler struct {
-	opts   Options
-	mu     sync.Mutex
-	images map[string]*image
+	opts    Options
+	mu      sync.Mutex
+	images  map[string]*image
+	closing chan struct{} // closed by Close: waiting syncs answer at once
+	contMu  sync.Mutex
+	cont    map[string][2]uint64 // see sent
+	fillMu  sync.Mutex           // one fillGap at a time
+	close   sync.Once
 }
 
 // image is a restore of one database at one TXID, shared by every client
@@ -65,8 +70,12 @@ type image struct {
 // New returns the handler.
 func New(opts Options) *Handler {
 	_ = os.RemoveAll(opts.Dir) // images an earlier run left; rebuilt on demand
-	return &Handler{opts: opts, images: map[string]*image{}}
+	return &Handler{opts: opts, images: map[string]*image{}, closing: make(chan struct{})}
 }
+
+// Close answers every sync waiting for the next transaction now (the
+// server is shutting down), and every later one without waiting.
+func (h *Handler) Close() { h.close.Do(func() { close(h.closing) }) }
 
 // AnswerHeader says which answer a sync request got: "diff" (the pages
 // changed since its generation), "database" (every page) or "end" (end of
@@ -168,6 +177,29 @@ func (h *Handler) seedWindow(ctx context.Context, name string, pos uint64) {
 	h.opts.History.seed(name, pos, body)
 }
 
+// fillGap reads TXID txid's level-0 file from the bucket (one GET) and
+// puts it back at the start of name's window (History.fill). Concurrent
+// syncs wait for one read.
+func (h *Handler) fillGap(ctx context.Context, name string, txid uint64) bool {
+	h.fillMu.Lock()
+	defer h.fillMu.Unlock()
+	if !h.opts.History.gapAt(name, txid) {
+		return h.opts.History.view(name, 0).from <= txid // filled meanwhile
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rc, err := replica.Sub(h.opts.Store, name).Get(ctx, replica.LTXKey(0, ltx.TXID(txid), ltx.TXID(txid)))
+	if err != nil {
+		return false // compacted away: the whole database, as before
+	}
+	defer rc.Close()
+	body, err := io.ReadAll(io.LimitReader(rc, int64(h.opts.History.limit)+1<<20))
+	if err != nil {
+		return false
+	}
+	return h.opts.History.fill(name, txid, body)
+}
+
 // Info answers GET …/info: the generation a new replica starts from.
 func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 	name, pos, err := h.database(r, true)
@@ -180,7 +212,11 @@ func (h *Handler) Info(w http.ResponseWriter, r *http.Request) {
 	// A replica may start from the database image already made for
 	// others, if its changes since are still known: no restore per
 	// bootstrap while the database takes writes.
-	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && h.opts.History.info(name, e) {
+	// Not into a generation whose replicas were already sent frames,
+	// though: positions are remembered per (generation, frame count), so
+	// a newcomer there would share its counts with replicas at other
+	// TXIDs and be sent the same pages over and over.
+	if e, ok := h.cachedImage(name); ok && e >= v.from && e <= v.head && !h.opts.History.sentFrames(name, e) && h.opts.History.info(name, e) {
 		gen = e
 	} else {
 		h.opts.History.info(name, gen) // the head: every generation that ended started at or before it
@@ -245,31 +281,89 @@ func (h *Handler) observe(db, answer string, bytes int64) {
 //   - frame 1 otherwise: the pages changed after the generation's start
 //     (History.startOf), as one transaction, or end of generation (naming
 //     its own) if none.
+//
+// A client up to date at its own generation is answered end of generation
+// at once, unless its sync URL asked to wait (WaitPath): then the answer
+// waits until the next transaction is shipped (and carries it) or the
+// wait is over, so a replica that calls sync() in a loop follows the
+// primary within a request's time instead of spinning.
 func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
+	var deadline time.Time
+	if d := waitOf(r.Context()); d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	for {
+		name, v, gen, start, done := h.syncOnce(w, r)
+		if done {
+			return
+		}
+		// The client asks again after every answer carrying frames, within
+		// the same sync() call: that request is answered at once (sync()
+		// returns with what it got); the next sync() call waits.
+		if !deadline.IsZero() && !h.continued(r.RemoteAddr, gen, start-1) && h.waitForNext(r.Context(), v, deadline) {
+			continue
+		}
+		h.endOfGeneration(w, name, gen)
+		return
+	}
+}
+
+// waitForNext waits, until deadline, for the window to move past v; false
+// when it did not (the wait is over, the client left, the server closes).
+func (h *Handler) waitForNext(ctx context.Context, v view, deadline time.Time) bool {
+	left := time.Until(deadline)
+	if deadline.IsZero() || left <= 0 {
+		return false
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-v.changed:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-h.closing:
+	}
+	return false
+}
+
+// endOfGeneration answers libSQL's "end of generation", naming newest.
+func (h *Handler) endOfGeneration(w http.ResponseWriter, name string, newest uint64) {
+	h.observe(name, "end", 0)
+	w.Header().Set(AnswerHeader, "end")
+	httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
+}
+
+// syncOnce answers one sync request by the rules above (done), or finds
+// the client up to date at its own generation gen and answers nothing:
+// the caller answers end of generation, at once or after waiting on v.
+func (h *Handler) syncOnce(w http.ResponseWriter, r *http.Request) (name string, v view, gen, start uint64, done bool) {
 	name, pos, err := h.database(r, false)
 	if err != nil {
 		h.opts.WriteError(w, r, err)
-		return
+		return name, v, 0, 0, true
 	}
 	gen, err1 := strconv.ParseUint(r.PathValue("generation"), 10, 32)
 	start, err2 := strconv.ParseUint(r.PathValue("start"), 10, 32)
 	if err1 != nil || err2 != nil || start == 0 || gen == 0 {
 		h.opts.WriteError(w, r, dberr.New(dberr.CodeBadRequest, "sync: generation and start must be positive numbers"))
-		return
+		return name, v, gen, start, true
 	}
 	hist := h.opts.History
-	v := hist.view(name, pos)
-	endOfGeneration := func(newest uint64) {
-		h.observe(name, "end", 0)
-		w.Header().Set(AnswerHeader, "end")
-		httpjson.Write(w, http.StatusBadRequest, map[string]any{"generation": max(newest, 1), "message": "end of generation"})
+	v = hist.view(name, pos)
+	upToDate := func() (string, view, uint64, uint64, bool) { return name, v, gen, start, false }
+	endOfGeneration := func(newest uint64) (string, view, uint64, uint64, bool) {
+		h.endOfGeneration(w, name, newest)
+		return name, v, gen, start, true
 	}
-	image := func() {
+	image := func() (string, view, uint64, uint64, bool) {
 		n, ok := h.sendImage(w, r, name, v.head)
 		h.observe(name, "database", int64(n)*(frameHeaderSize+PageSize))
 		if ok {
 			hist.reach(name, gen, start-1+uint64(n), v.head)
+			h.sent(r, gen, start-1+uint64(n))
 		}
+		return name, v, gen, start, true
 	}
 	var base uint64 // the TXID the client is known to hold
 	if start == 1 {
@@ -280,43 +374,39 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 			// sent up to a newer head: a client holding frames of a
 			// generation is past it, which the rule for forgotten senders
 			// below relies on.
-			endOfGeneration(gen)
-			return
+			return upToDate()
 		case gen == v.from-1:
-			image()
-			return
+			if hist.gapAt(name, gen) && h.fillGap(r.Context(), name, gen) {
+				return h.syncOnce(w, r) // gen is in the window now: a diff
+			}
+			return image()
 		case gen < v.from-1:
-			endOfGeneration(v.head)
-			return
+			hist.walked(name)
+			return endOfGeneration(v.head)
 		}
 		base = hist.startOf(name, gen)
 	} else {
 		n, ok := hist.reachedBy(name, gen, start-1)
 		if !ok {
-			endOfGeneration(v.head)
-			return
+			return endOfGeneration(v.head)
 		}
 		if n >= v.head {
 			if start-1 >= walFrames {
 				hist.end(name, gen, n)
-				endOfGeneration(v.head)
-			} else {
-				endOfGeneration(gen)
+				return endOfGeneration(v.head)
 			}
-			return
+			return upToDate()
 		}
 		base = n
 	}
 	pages, commit, head, ok := hist.diff(name, base)
 	if !ok { // the window no longer reaches back to base: the whole database is always right
-		image()
-		return
+		return image()
 	}
 	pgnos := sortedPgnos(pages)
 	if len(pgnos) == 0 { // the commits changed no page: the client's pages are the head's
 		hist.reach(name, gen, start-1, head)
-		endOfGeneration(gen)
-		return
+		return upToDate()
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(AnswerHeader, "diff")
@@ -330,11 +420,13 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 		putFrame(frame, pgno, size, pages[pgno])
 		if _, err := w.Write(frame); err != nil {
 			h.observe(name, "diff", int64(i)*int64(len(frame)))
-			return
+			return name, v, gen, start, true
 		}
 	}
 	h.observe(name, "diff", int64(len(pgnos))*int64(len(frame)))
 	hist.reach(name, gen, start-1+uint64(len(pgnos)), head)
+	h.sent(r, gen, start-1+uint64(len(pgnos)))
+	return name, v, gen, start, true
 }
 
 // walFrames is how many frames a client's local WAL may hold before its

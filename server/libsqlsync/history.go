@@ -58,10 +58,33 @@ type dbHistory struct {
 	ended   map[uint64]uint64
 	issued  map[uint64]bool
 	maxInfo uint64
+
+	// gap is the TXID of a file that continued the window but came
+	// without its body (the shipper keeps only small files in memory), so
+	// the window starts just after it: a sync may fill it from the bucket
+	// (fill), which spares the replicas that bootstrapped at gap the whole
+	// database. 0 once any client was told to walk past the window's
+	// start: then the start must not move back.
+	gap uint64
+
+	// changed is closed (and dropped) when the window changes: syncs
+	// waiting for the next transaction look again.
+	changed chan struct{}
 }
 
-// memoLimit bounds reached per database.
-const memoLimit = 1024
+// wake tells d's waiting syncs that its window changed (caller holds mu).
+func (d *dbHistory) wake() {
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
+}
+
+// memoLimit bounds reached (and ended, and issued) per database, some
+// 800 KB at most: the frame counts (up to walFrames and a diff each) of
+// the few generations replicas are in at once, so that replicas syncing
+// in a loop never push the others' positions out.
+const memoLimit = 16384
 
 // History keeps, for every database, the pages of its recently shipped
 // files, fed by Shipped on the shipping goroutine.
@@ -111,6 +134,7 @@ func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
 		d = &dbHistory{from: uint64(f.MinTXID), memoFrom: uint64(f.MinTXID) - 1}
 		h.dbs[db] = d
 	}
+	defer d.wake()                            // after every change below, still under mu
 	recreated := f.MinTXID == 1 && d.head > 0 // a database deleted and created again
 	if recreated {
 		d.reached, d.ended, d.issued, d.memoFrom, d.maxInfo = nil, nil, nil, 0, 0
@@ -131,6 +155,10 @@ func (h *History) Shipped(db string, f replica.LTXFile, body []byte) {
 			from = d.from
 		}
 		h.clear(d, from)
+		d.gap = 0
+		if err != nil && f.MinTXID == f.MaxTXID && from == uint64(f.MaxTXID)+1 {
+			d.gap = uint64(f.MaxTXID)
+		}
 	}
 	d.head = uint64(f.MaxTXID)
 	if err != nil {
@@ -163,6 +191,7 @@ func (h *History) Forget(db string) {
 	h.mu.Lock()
 	if d := h.dbs[db]; d != nil {
 		h.total -= d.bytes
+		d.wake()
 	}
 	delete(h.dbs, db)
 	h.mu.Unlock()
@@ -172,6 +201,9 @@ func (h *History) Forget(db string) {
 type view struct {
 	from, head uint64
 	known      bool // from..head is known (a window exists)
+	// changed is closed once the window moves past this view: a sync
+	// that found nothing new may wait on it for the next transaction.
+	changed <-chan struct{}
 }
 
 // view returns the window of db; pos (the database's shipped position)
@@ -187,7 +219,10 @@ func (h *History) view(db string, pos uint64) view {
 	if d.head < pos && len(d.entries) == 0 {
 		d.head, d.from = pos, pos+1
 	}
-	return view{from: d.from, head: d.head, known: true}
+	if d.changed == nil {
+		d.changed = make(chan struct{})
+	}
+	return view{from: d.from, head: d.head, known: true, changed: d.changed}
 }
 
 // known reports whether db has a window (then view will not seed one).
@@ -221,6 +256,53 @@ func (h *History) seed(db string, pos uint64, body []byte) {
 	}
 	h.dbs[db] = &dbHistory{entries: []entry{e}, bytes: size, from: pos, head: pos, memoFrom: pos}
 	h.total += size
+}
+
+// gapAt reports whether db's window starts just after a file that came
+// without its body, TXID txid, and may still be filled.
+func (h *History) gapAt(db string, txid uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	return d != nil && d.gap != 0 && d.gap == txid && d.from == txid+1
+}
+
+// walked records that a client was told to walk past db's window start:
+// the start must not move back any more.
+func (h *History) walked(db string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d := h.dbs[db]; d != nil {
+		d.gap = 0
+	}
+}
+
+// fill puts TXID txid's file (its body, read from the bucket) back at the
+// start of db's window, if the window still starts just after it and no
+// client walked past that start; false otherwise.
+func (h *History) fill(db string, txid uint64, body []byte) bool {
+	e, err := decode(body)
+	if err != nil || e.min != txid || e.max != txid {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil || d.gap != txid || d.from != txid+1 {
+		return false
+	}
+	if (len(d.entries) > 0 && d.entries[0].min != txid+1) || (len(d.entries) == 0 && d.head != txid) {
+		return false
+	}
+	size := len(e.pages) * PageSize
+	if d.bytes+size > h.limit || h.total+size > h.totalLimit {
+		return false
+	}
+	d.entries = append([]entry{e}, d.entries...)
+	d.bytes += size
+	h.total += size
+	d.from, d.gap = txid, 0
+	return true
 }
 
 // diff returns every page changed after TXID g, at its newest version, the
@@ -301,9 +383,11 @@ func (h *History) reach(db string, gen, frames, txid uint64) {
 	if d == nil || gen <= d.memoFrom {
 		return
 	}
-	if len(d.reached) >= memoLimit || len(d.ended) >= memoLimit { // start over above the current head
-		d.reached, d.ended, d.memoFrom = nil, nil, d.head
-		return
+	if len(d.reached) >= memoLimit || len(d.ended) >= memoLimit {
+		forgetOldGenerations(d)
+		if gen <= d.memoFrom {
+			return
+		}
 	}
 	if d.reached == nil {
 		d.reached = map[[2]uint64]uint64{}
@@ -312,6 +396,70 @@ func (h *History) reach(db string, gen, frames, txid uint64) {
 	if old, ok := d.reached[k]; !ok || txid < old {
 		d.reached[k] = txid
 	}
+}
+
+// forgetOldGenerations raises d.memoFrom past the oldest generations
+// remembered, dropping what it knew of them, until at most half of the
+// bound is used: the generations above it stay whole (every answer to a
+// client there since the memory began is still recorded), so the clients
+// that follow the head keep syncing only what changed; only clients in
+// the forgotten generations walk on (pages sent again). A single
+// generation holding everything is forgotten whole, as a restart would.
+func forgetOldGenerations(d *dbHistory) {
+	count := map[uint64]int{}
+	for k := range d.reached {
+		count[k[0]]++
+	}
+	for g := range d.ended {
+		count[g]++
+	}
+	gens := make([]uint64, 0, len(count))
+	for g := range count {
+		gens = append(gens, g)
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i] < gens[j] })
+	left := len(d.reached) + len(d.ended)
+	floor := d.memoFrom
+	for _, g := range gens {
+		if left <= memoLimit/2 {
+			break
+		}
+		floor = g
+		left -= count[g]
+	}
+	if floor == gens[len(gens)-1] { // everything: start over above the head, as before
+		floor = max(floor, d.head)
+	}
+	d.memoFrom = max(d.memoFrom, floor)
+	for k := range d.reached {
+		if k[0] <= d.memoFrom {
+			delete(d.reached, k)
+		}
+	}
+	for g := range d.ended {
+		if g <= d.memoFrom {
+			delete(d.ended, g)
+		}
+	}
+}
+
+// sentFrames reports whether a client of generation gen was sent frames.
+func (h *History) sentFrames(db string, gen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dbs[db]
+	if d == nil {
+		return false
+	}
+	if gen <= d.memoFrom {
+		return true // not remembered: maybe
+	}
+	for k := range d.reached {
+		if k[0] == gen && k[1] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // reachedBy returns the TXID a client holding frames frames of generation

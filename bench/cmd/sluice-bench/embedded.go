@@ -26,6 +26,7 @@ func runBenchEmbedded(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Reads, "reads", 20000, "local point reads per replica")
 	fs.IntVar(&o.HranaReads, "hrana-reads", 1000, "the same reads over Hrana per replica (the reference)")
 	fs.DurationVar(&o.Follow, "follow", 10*time.Second, "how long the replicas sync() in a loop while the writer inserts (the lag)")
+	fs.DurationVar(&o.SyncWait, "sync-wait", 5*time.Second, "then measure the lag again with replicas whose sync URL asks to wait this long for the next transaction (.../db/NAME/wait/5s/); 0: skip")
 	fs.DurationVar(&o.WriteEvery, "write-every", 20*time.Millisecond, "the writer's pace: one single-row insert this often")
 	fs.IntVar(&o.EmptySyncs, "empty-syncs", 200, "syncs with nothing new, per replica")
 	fs.IntVar(&o.Commits, "commits", 100, "single-row commits before the one measured sync")
