@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -51,6 +52,7 @@ type Handler struct {
 	mu      sync.Mutex
 	images  map[string]*image
 	closing chan struct{} // closed by Close: waiting syncs answer at once
+	waiting atomic.Int64  // syncs held in waitForNext
 	contMu  sync.Mutex
 	cont    map[string][2]uint64 // see sent
 	fillMu  sync.Mutex           // one fillGap at a time
@@ -308,6 +310,11 @@ func (h *Handler) Sync(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// MaxWaiting bounds the syncs held waiting at once, whatever their token
+// or database: past it a sync is answered at once, as without a wait (the
+// client then polls), so that waiting connections cannot pile up.
+const MaxWaiting = 1024
+
 // waitForNext waits, until deadline, for the window to move past v; false
 // when it did not (the wait is over, the client left, the server closes).
 func (h *Handler) waitForNext(ctx context.Context, v view, deadline time.Time) bool {
@@ -315,6 +322,11 @@ func (h *Handler) waitForNext(ctx context.Context, v view, deadline time.Time) b
 	if deadline.IsZero() || left <= 0 {
 		return false
 	}
+	if h.waiting.Add(1) > MaxWaiting {
+		h.waiting.Add(-1)
+		return false // answered at once, as without a wait: the client polls
+	}
+	defer h.waiting.Add(-1)
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {

@@ -2,10 +2,12 @@ package libsqlsync
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A file shipped without its body (a large one the shipper did not keep)
@@ -98,5 +100,30 @@ func TestWaitPathStripsTheWait(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: %q, want %q", path, got, want)
 		}
+	}
+}
+
+// Waiting syncs are bounded: past MaxWaiting held at once, a sync is
+// answered at once, as without a wait; below it, it waits.
+func TestWaitingSyncsAreBounded(t *testing.T) {
+	h := New(Options{Dir: t.TempDir()})
+	never := make(chan struct{})
+	v := view{changed: never}
+	wait := func() time.Duration {
+		start := time.Now()
+		if h.waitForNext(context.Background(), v, time.Now().Add(300*time.Millisecond)) {
+			t.Fatal("waitForNext reported a change that never came")
+		}
+		return time.Since(start)
+	}
+	if d := wait(); d < 250*time.Millisecond {
+		t.Fatalf("below the bound a sync waited %s, want the whole 300ms", d)
+	}
+	h.waiting.Store(MaxWaiting)
+	if d := wait(); d > 100*time.Millisecond {
+		t.Fatalf("with %d syncs waiting another one waited %s, want an answer at once", MaxWaiting, d)
+	}
+	if n := h.waiting.Load(); n != MaxWaiting {
+		t.Fatalf("the refused wait left the count at %d, want %d", n, MaxWaiting)
 	}
 }
