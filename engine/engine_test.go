@@ -370,13 +370,23 @@ func TestReplicator(t *testing.T) {
 		a.insert(2)
 		time.Sleep(5 * time.Millisecond)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Pos().TXID < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// The start may be retried (a busy database's wal-index in flux) until
+	// after the inserts, whose rows its snapshot then holds: wait for the
+	// snapshot, then for a commit made after it.
+	waitPast := func(txid ltx.TXID, what string) ltx.TXID {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for r.Pos().TXID <= txid && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if r.Pos().TXID <= txid {
+			t.Fatalf("%s: nothing shipped within 10s (pos %s)", what, r.Pos())
+		}
+		return r.Pos().TXID
 	}
-	if r.Pos().TXID < 2 {
-		t.Fatalf("nothing shipped within 10s (pos %s)", r.Pos())
-	}
+	first := waitPast(0, "snapshot")
+	a.insert(2)
+	waitPast(first, "a commit after the snapshot")
 	a.insert(5) // shipped by the final Sync at shutdown at the latest
 	cancel()
 	select {
