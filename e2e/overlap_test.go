@@ -616,6 +616,7 @@ func TestOverlappingDeploysWithTheExamplesFlags(t *testing.T) {
 	runs := overlapRuns(t)
 	for _, ex := range overlapExamples(t, m.Env()) {
 		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel() // the examples overlap each other too: more contention, same judgments
 			var total overlapStats
 			var takeovers []time.Duration
 			start := time.Now()
