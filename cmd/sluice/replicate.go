@@ -213,7 +213,9 @@ func setupReplicate(fs *flag.FlagSet) runFunc {
 			return superviseApp(ctx, &sf, plan, argv)
 		}
 		logger := plan.logger
-		if err := preflight(ctx, plan.targets, sf.fail, false, logger); err != nil {
+		// Stopped during the checks, it goes on all the same: the
+		// replication's last try ships what the application committed.
+		if err := preflight(ctx, plan.targets, sf.fail, false, logger); err != nil && ctx.Err() == nil {
 			return err
 		}
 		status := newSidecarStatus(plan.targets, sf.fail)
