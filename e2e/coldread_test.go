@@ -179,27 +179,13 @@ func TestColdReadDoesNotWaitForTheLease(t *testing.T) {
 	// Acknowledged against restored.
 	restored := filepath.Join(t.TempDir(), "cold.db")
 	mustSluice(t, m.Env(), "restore", "-q", "-o", restored, m.URL(bucket, "cold"))
-	db, err := sql.Open("sqlite", "file:"+restored+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query("SELECT id FROM t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := 0
-	for rows.Next() {
-		var id int
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	ids := rowIDs(t, restored)
+	for id := range ids {
 		if !acked[id] {
 			t.Fatalf("restored row %d was never acknowledged", id)
 		}
-		got++
 	}
+	got := len(ids)
 	if got != len(acked) {
 		t.Fatalf("restored %d rows, %d acknowledged", got, len(acked))
 	}

@@ -31,17 +31,7 @@ func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) erro
 	}
 	run := func(where string, n int) ([]reads, error) {
 		res := make([]reads, len(workers))
-		errs := make([]error, len(workers))
-		var wg sync.WaitGroup
-		for i, w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = w.call(map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, &res[i])
-			}()
-		}
-		wg.Wait()
-		return res, errors.Join(errs...)
+		return res, callAll(workers, map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, res)
 	}
 	// One client alone first (the others idle): its own read rates,
 	// locally and over Hrana, with the machine's cores not shared among
@@ -124,17 +114,7 @@ func measureLag(o Options, c *client, pid int, workers []*worker, wr *writer, wa
 	}
 	var lf lagFigures
 	each := func(ms int64, res []follow) error {
-		errs := make([]error, len(workers))
-		var wg sync.WaitGroup
-		for i, w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = w.call(map[string]any{"op": "follow", "ms": ms, "intervalMs": 0, "wait": wait}, &res[i])
-			}()
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+		return callAll(workers, map[string]any{"op": "follow", "ms": ms, "intervalMs": 0, "wait": wait}, res)
 	}
 	if wait { // bootstrap the waiting replicas outside the measurement
 		if err := each(0, make([]follow, len(workers))); err != nil {
@@ -353,4 +333,19 @@ func answerKinds(before, after scrape) string {
 		}
 	}
 	return strings.Join(kinds, ", ")
+}
+
+// callAll sends req to every worker at once; res[i] holds worker i's answer.
+func callAll[T any](workers []*worker, req map[string]any, res []T) error {
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.call(req, &res[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

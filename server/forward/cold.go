@@ -26,21 +26,17 @@ import (
 // already read; a read carrying a bookmark newer than the view waits for the
 // view to reach it (dbhost's read-your-writes) or for the restored file.
 func (f *Forwarder) coldRead(w http.ResponseWriter, r *http.Request, db dbhost.Database, body []byte, read *Reader) bool {
-	if read == nil || r.Method != http.MethodPost {
-		return false
-	}
-	verdict := read.Inspect(r, body)
-	if !verdict.Replica {
-		return false
-	}
-	bookmark, err := headerBookmark(r)
+	verdict, bookmark, err := judgeRead(r, body, read)
 	if err != nil {
 		f.cfg.WriteError(w, r, err)
 		return true
 	}
+	if !verdict.Replica {
+		return false
+	}
 	// The header's bookmark is in the context already (the front door's);
 	// Hrana's replication_index is only in the body.
-	r = r.WithContext(dbhost.WithReadAfter(r.Context(), max(bookmark, verdict.Bookmark)))
+	r = r.WithContext(dbhost.WithReadAfter(r.Context(), bookmark))
 	return f.answerRead(w, r, body, read, verdict.Statements, coldView{db})
 }
 

@@ -52,19 +52,14 @@ type Read struct {
 // reach in time is answered (a retryable LAGGING); other follower failures
 // leave the request to the writer.
 func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name string, body []byte, read *Reader) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	verdict := read.Inspect(r, body)
-	if !verdict.Replica {
-		return false
-	}
-	bookmark, err := headerBookmark(r)
+	verdict, bookmark, err := judgeRead(r, body, read)
 	if err != nil {
 		f.cfg.WriteError(w, r, err)
 		return true
 	}
-	bookmark = max(bookmark, verdict.Bookmark)
+	if !verdict.Replica {
+		return false
+	}
 	view, err := f.cfg.Host.ReadReplica(r.Context(), name, bookmark)
 	if err != nil {
 		if bookmark > 0 && errors.Is(err, dberr.ErrLagging) {
@@ -74,6 +69,22 @@ func (f *Forwarder) followerRead(w http.ResponseWriter, r *http.Request, name st
 		return false
 	}
 	return f.answerRead(w, r, body, read, verdict.Statements, view)
+}
+
+// judgeRead is read's verdict on a request, before anything runs:
+// verdict.Replica is false for a request a replica may not answer (any but
+// a POST), and bookmark the newer of the header's and the body's. An error
+// is a malformed bookmark header, to be answered.
+func judgeRead(r *http.Request, body []byte, read *Reader) (verdict Read, bookmark dbhost.Bookmark, err error) {
+	if read == nil || r.Method != http.MethodPost {
+		return Read{}, 0, nil
+	}
+	verdict = read.Inspect(r, body)
+	if !verdict.Replica {
+		return verdict, 0, nil
+	}
+	bookmark, err = headerBookmark(r)
+	return verdict, max(bookmark, verdict.Bookmark), err
 }
 
 // answerRead answers a request judged a pure read on view (a follower's
