@@ -140,8 +140,10 @@ type Compactor struct {
 	behindSince time.Time // when the oldest of them was announced (zero: none)
 	nextDue     time.Time // the next clock boundary of any schedule (zero: no pass yet)
 
-	undeleted []string         // retention's keys a background delete failed on (under mu)
-	verified  map[string]int64 // level-0 keys (and sizes) a restore read whole and verified (under mu)
+	undeleted  []string         // retention's keys a background delete failed on (under mu)
+	verified   map[string]int64 // level-0 keys (and sizes) a restore read whole and verified (under mu)
+	tailEnd    ltx.TXID         // CheckTail judges the files up to here (TailEnd; under mu)
+	tailEndSet bool
 
 	passMu      sync.Mutex // one pass at a time; guards the fields below
 	idx         *index

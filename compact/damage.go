@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
 )
@@ -82,7 +84,7 @@ func (c *Compactor) checkTail(ctx context.Context, now time.Time) error {
 	if err := c.sync(ctx, now); err != nil {
 		return err
 	}
-	files := c.usable()
+	files := c.tailFiles()
 	if len(files) == 0 {
 		c.markTailChecked()
 		return nil
@@ -142,6 +144,36 @@ func (c *Compactor) checkTail(ctx context.Context, now time.Time) error {
 	}
 	c.markTailChecked()
 	return nil
+}
+
+// TailEnd sets the TXID the writer opened the replica at, before its first
+// CheckTail: the check judges what earlier writers left, up to there. The
+// files past it are this writer's own, and with pipelined uploads they land
+// out of order: a listing taken meanwhile can show TXID N+2 without N+1,
+// which is an upload in flight, not a missing object.
+func (c *Compactor) TailEnd(txid ltx.TXID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tailEnd, c.tailEndSet = txid, true
+}
+
+// tailFiles is what CheckTail judges: the usable files, up to TailEnd.
+// Callers hold passMu.
+func (c *Compactor) tailFiles() []replica.LTXFile {
+	files := c.usable()
+	c.mu.Lock()
+	end, set := c.tailEnd, c.tailEndSet
+	c.mu.Unlock()
+	if !set {
+		return files
+	}
+	out := files[:0]
+	for _, f := range files {
+		if f.MinTXID <= end {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (c *Compactor) markTailChecked() {

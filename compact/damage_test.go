@@ -134,6 +134,49 @@ func TestMissingObjectIsReportedByTheTailCheck(t *testing.T) {
 	}
 }
 
+// The writer's own uploads past the TXID it opened at land out of order
+// when pipelined: a listing can hold TXID N+2 while N+1 is still in
+// flight. The tail check judges only what was there at open (TailEnd), so
+// that hole is not reported as a missing object; without TailEnd it is.
+func TestTailCheckIgnoresTheWritersOwnUploadsInFlight(t *testing.T) {
+	ctx := context.Background()
+	fs, _ := newStore(t)
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, 10)
+	now := t0.Truncate(time.Hour).Add(time.Second)
+	h.Ship(now)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 1; i <= 5; i++ {
+		writeOnce(h, rng, i)
+		h.Ship(now)
+	}
+	opened := h.Pos().TXID
+	for i := 6; i <= 7; i++ { // this writer's next two uploads...
+		writeOnce(h, rng, i)
+		h.Ship(now)
+	}
+	inFlight := replica.LTXKey(0, opened+1, opened+1) // ...the first of them not landed yet
+	if err := fs.Delete(ctx, inFlight); err != nil {
+		t.Fatal(err)
+	}
+	for _, tailEnd := range []bool{true, false} {
+		var reported []*replica.DamageError
+		c := New(fs, Config{OnDamage: func(de *replica.DamageError) { reported = append(reported, de) }}, nil)
+		if tailEnd {
+			c.TailEnd(opened)
+		}
+		if err := c.CheckTail(ctx); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tailEnd && len(reported) != 0:
+			t.Errorf("with TailEnd(%d): reported %+v, an upload in flight taken for damage", opened, reported)
+		case !tailEnd && (len(reported) != 1 || reported[0].Key != inFlight):
+			t.Errorf("without TailEnd: reported %+v, want %s missing (the check judges every file)", reported, inFlight)
+		}
+	}
+}
+
 // A merged file that does not decode is never uploaded.
 func TestVerifyOutputRefusesACorruptMerge(t *testing.T) {
 	hdr := ltx.Header{Version: ltx.Version, Flags: ltx.HeaderFlagNoChecksum, PageSize: 4096, Commit: 1, MinTXID: 2, MaxTXID: 3, Timestamp: 1}

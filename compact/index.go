@@ -3,6 +3,7 @@ package compact
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/superfly/ltx"
@@ -57,15 +58,27 @@ type index struct {
 }
 
 func (c *Compactor) loadIndex(ctx context.Context) (*index, error) {
+	// The levels are listed at once: on a real bucket a LIST is a round
+	// trip, and a new lease holder's first acknowledgement waits for this
+	// index (CheckTail).
+	listed := make([][]replica.ObjectInfo, replica.MaxLevel+1)
+	errs := make([]error, replica.MaxLevel+1)
+	var wg sync.WaitGroup
+	for level := range listed {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[level] = c.callWithin(ctx, 4*c.cfg.CallTimeout, func(ctx context.Context) (err error) {
+				listed[level], err = c.store.List(ctx, replica.LTXLevelPrefix(level))
+				return err
+			})
+		}()
+	}
+	wg.Wait()
 	idx := &index{}
-	for level := 0; level <= replica.MaxLevel; level++ {
-		var objs []replica.ObjectInfo
-		err := c.callWithin(ctx, 4*c.cfg.CallTimeout, func(ctx context.Context) (err error) {
-			objs, err = c.store.List(ctx, replica.LTXLevelPrefix(level))
-			return err
-		})
-		if err != nil {
-			return nil, err
+	for level, objs := range listed {
+		if errs[level] != nil {
+			return nil, errs[level]
 		}
 		for _, o := range objs {
 			lvl, min, max, err := replica.ParseLTXKey(o.Key)

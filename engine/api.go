@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/superfly/ltx"
+
 	"github.com/sluicedb/sluice/replica"
 )
 
@@ -58,6 +60,14 @@ type Options struct {
 	// reading the file's trailer again: one GET fewer on a new lease
 	// holder's way to its first write.
 	Verified []replica.LTXFile
+	// HandedPos, if set, is the replica's position as the previous lease
+	// holder released it, shipped to the last TXID (lease.Final), with
+	// this writer's lease taken from that very release: nobody wrote the
+	// replica since, so Open does not list it (no in-flight tail to remove,
+	// no newest file to read). A file past it would have been written by a
+	// writer without the lease; the conditional create of this writer's
+	// next file meets it and fences this writer, as always.
+	HandedPos *ltx.Pos
 }
 
 const (

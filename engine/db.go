@@ -105,6 +105,8 @@ type DB struct {
 	plWG      sync.WaitGroup
 
 	stats statCounters
+
+	shippedAll bool // set by Close (ShippedAll)
 }
 
 // Open starts capturing the database at path into store. The database file
@@ -138,22 +140,10 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 	if f, err := os.Open(path + "-shm"); err == nil {
 		db.shmFile = f
 	}
-	// One listing serves the in-flight tail and the position: on a real
-	// bucket every LIST is a round trip on a new holder's way to its first
-	// write.
-	levels, err := replica.ListNewestLTX(ctx, store)
+	replicaPos, err := db.findReplicaPos(ctx)
 	if err != nil {
-		db.closeConns()
-		return nil, fmt.Errorf("open %s: read the replica's newest files: %w", path, err)
-	}
-	if levels, err = db.removeInFlightTail(ctx, levels); err != nil {
 		db.closeConns()
 		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	replicaPos, err := db.replicaPos(ctx, levels)
-	if err != nil {
-		db.closeConns()
-		return nil, fmt.Errorf("open %s: read the replica's position: %w", path, err)
 	}
 	if replicaPos.TXID != 0 && replicaPos.PostApplyChecksum == 0 {
 		// Files without rolling checksums (sluice's and Litestream's): use the
@@ -184,6 +174,28 @@ func Open(ctx context.Context, path string, store replica.Store, opts Options) (
 		}
 	}
 	return db, nil
+}
+
+// findReplicaPos is the replica's newest position, after removing a
+// previous writer's in-flight tail (Options.RemoveInFlight). One listing
+// serves both: on a real bucket every LIST is a round trip on a new
+// holder's way to its first write; none at all with Options.HandedPos.
+func (db *DB) findReplicaPos(ctx context.Context) (ltx.Pos, error) {
+	if p := db.opts.HandedPos; p != nil {
+		return *p, nil
+	}
+	levels, err := replica.ListNewestLTX(ctx, db.store)
+	if err != nil {
+		return ltx.Pos{}, fmt.Errorf("read the replica's newest files: %w", err)
+	}
+	if levels, err = db.removeInFlightTail(ctx, levels); err != nil {
+		return ltx.Pos{}, err
+	}
+	pos, err := db.replicaPos(ctx, levels)
+	if err != nil {
+		return ltx.Pos{}, fmt.Errorf("read the replica's position: %w", err)
+	}
+	return pos, nil
 }
 
 // replacedError reports, wrapping ErrReplaced, when the path no longer names
@@ -567,6 +579,7 @@ func (db *DB) Close(ctx context.Context) error {
 	var err error
 	if db.usableFlights() == nil {
 		err = db.syncLocked(ctx)
+		db.shippedAll = err == nil && db.pending == nil
 	}
 	db.plWG.Wait() // no upload in flight touches the position file once it is closed
 	db.dropFlights()
@@ -574,4 +587,12 @@ func (db *DB) Close(ctx context.Context) error {
 	db.dropPending()
 	db.closed = true
 	return err
+}
+
+// ShippedAll reports, after Close, whether Close shipped every commit: the
+// store holds the database exactly as it was closed, at Pos.
+func (db *DB) ShippedAll() bool {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.closed && db.shippedAll
 }

@@ -157,6 +157,9 @@ func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) er
 			if p.pgno > hdr.Commit {
 				continue // freed by this very commit (the file shrank)
 			}
+			if p.pgno == 1 && len(p.data) >= hdrSize {
+				f.leaderHeader = bytes.Clone(p.data[:hdrSize])
+			}
 			if err := f.writePage(p.pgno, p.data); err != nil {
 				return err
 			}
@@ -167,8 +170,10 @@ func (f *Follower) applyFile(ctx context.Context, next ltx.TXID, data []byte) er
 		return err
 	}
 	f.applied.Add(1)
+	file := replica.LTXFile{Level: 0, MinTXID: next, MaxTXID: next, Size: int64(len(data)), Key: key}
+	f.noteVerified(file)
 	if f.opts.OnApplied != nil {
-		f.opts.OnApplied(replica.LTXFile{Level: 0, MinTXID: next, MaxTXID: next, Size: int64(len(data)), Key: key}, data)
+		f.opts.OnApplied(file, data)
 	}
 	// No rolling checksum: sluice's and Litestream's files carry none (see engine/state.go).
 	f.setPos(ltx.Pos{TXID: next}, time.UnixMilli(hdr.Timestamp))
@@ -308,6 +313,20 @@ func setRollbackMode(path string) error {
 	}
 	_, err = file.WriteAt([]byte{1, 1}, hdrWriteVersion)
 	return errors.Join(err, file.Close())
+}
+
+// readHeader reads the database header of the file at path.
+func readHeader(path string) ([]byte, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("follow: open restored copy %s: %w", path, err)
+	}
+	defer file.Close()
+	hdr := make([]byte, hdrSize)
+	if _, err := file.ReadAt(hdr, 0); err != nil {
+		return nil, fmt.Errorf("follow: read the header of %s: %w", path, err)
+	}
+	return hdr, nil
 }
 
 func openLockConn(path string, busy time.Duration) (*sqlite.Conn, error) {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,12 @@ type Follower struct {
 
 	pageSize uint32
 	commit   uint32 // database size in pages
+	// leaderHeader is page 1's database header as the writer wrote it (the
+	// copy changes a few of its fields: apply.go), for CloseInto.
+	leaderHeader []byte
+	// verified are the newest level-0 files this copy was built from, each
+	// read whole and checked (Verified), oldest first, at most maxVerified.
+	verified []replica.LTXFile
 
 	mu       sync.Mutex
 	pos      ltx.Pos
@@ -402,9 +409,37 @@ func (f *Follower) restoreToTemp(ctx context.Context) (string, restore.Result, e
 	if err != nil {
 		return "", res, fmt.Errorf("follow %s: restore into %s: %w", f.store, f.path, err)
 	}
-	if err := setRollbackMode(tmpPath); err != nil {
+	hdr, err := readHeader(tmpPath)
+	if err == nil {
+		err = setRollbackMode(tmpPath)
+	}
+	if err != nil {
 		os.Remove(tmpPath)
 		return "", res, err
 	}
+	f.leaderHeader = hdr
+	f.verified = f.verified[:0]
+	f.noteVerified(res.Files...)
 	return tmpPath, res, nil
 }
+
+// maxVerified bounds Verified's list: past it, the oldest are dropped (a
+// new writer then reads those again before its first acknowledgement).
+const maxVerified = 4096
+
+func (f *Follower) noteVerified(files ...replica.LTXFile) {
+	for _, file := range files {
+		if file.Level == 0 {
+			f.verified = append(f.verified, file)
+		}
+	}
+	if n := len(f.verified) - maxVerified; n > 0 {
+		f.verified = append(f.verified[:0], f.verified[n:]...)
+	}
+}
+
+// Verified returns the newest level-0 files the copy was built from (the
+// restore's and each applied one's), each read whole and checked as a
+// restore checks it: a writer opening this copy need not read them again
+// (compact.Compactor.Verified). Call it only once Run has returned.
+func (f *Follower) Verified() []replica.LTXFile { return slices.Clone(f.verified) }

@@ -70,6 +70,30 @@ type Record struct {
 	// Takeover is a newer instance's request for the lease; after a release
 	// it reserves the lease for that instance until Takeover.Until.
 	Takeover *Takeover `json:"takeover,omitempty"`
+	// Final, set by a release after the holder shipped everything, is the
+	// replica's position then: the next holder checks a copy it already
+	// has (a follower's) against it instead of restoring from the bucket.
+	Final *Final `json:"final,omitempty"`
+	// HandedBy names the holder that wrote this record for the one it
+	// names (HandTo): that one takes it as written, without a write of its
+	// own, while it has not expired.
+	HandedBy string `json:"handed_by,omitempty"`
+}
+
+// Successor is an instance waiting for the lease, which the holder may
+// hand it to when it stops (HandTo).
+type Successor struct {
+	Holder  string    `json:"holder"`
+	URL     string    `json:"url,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// Final is the position a holder released the lease at: every TXID up to
+// TXID is in the bucket, and the database there has Checksum (LTX's
+// rolling checksum of its pages).
+type Final struct {
+	TXID     uint64 `json:"txid"`
+	Checksum uint64 `json:"checksum"`
 }
 
 // Takeover is a request for the lease from a newer instance.
@@ -214,6 +238,7 @@ type Lease struct {
 	lost     chan struct{} // closed on loss or release
 	released chan struct{} // closed once the bucket says released (after Release's write)
 	handOver chan struct{} // closed when a newer instance asked for the lease
+	handed   *Final        // the previous holder's Final, when this lease was taken from its release
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -232,6 +257,17 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 	} else if err != nil {
 		return nil, err
 	}
+	return tryAcquireFrom(ctx, store, opts, cur, etag, exists)
+}
+
+// tryAcquireFrom is TryAcquire once the stored lease is known: cur with
+// etag (or no object, !exists). Its writes are conditional on that ETag,
+// so a record that is no longer the stored one only costs a refusal.
+func tryAcquireFrom(ctx context.Context, store replica.Store, opts Options, cur Record, etag string, exists bool) (*Lease, error) {
+	opts = opts.withDefaults()
+	if exists && cur.HandedBy != "" && cur.Holder == opts.Holder && !cur.Expired(time.Now()) {
+		return takeHanded(store, opts, cur, etag), nil
+	}
 	if exists && !cur.Expired(time.Now()) && cur.Holder != opts.Holder {
 		return nil, &HeldError{Store: store.String(), Record: cur}
 	}
@@ -245,6 +281,7 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 		Started: opts.Started.UTC()}
 	body := encode(rec)
 	var info replica.ObjectInfo
+	var err error
 	if exists {
 		info, err = store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag)
 	} else {
@@ -264,8 +301,8 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 		return nil, fmt.Errorf("acquire lease %s in %s: the store returned no ETag, so the lease cannot be renewed safely", Key, store)
 	}
 	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
-		deadline: sent.Add(opts.TTL - opts.margin()),
-		lost:     make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
+		deadline: sent.Add(opts.TTL - opts.margin()), handed: handedFinal(cur, exists),
+		lost: make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
 		"previous_holder", cur.Holder)
@@ -280,15 +317,31 @@ func TryAcquire(ctx context.Context, store replica.Store, opts Options) (*Lease,
 // ends first; onHeld (may be nil) is called with each holder seen while
 // waiting.
 func Acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record)) (*Lease, error) {
-	return acquire(ctx, store, opts, onHeld, nil)
+	return acquire(ctx, store, opts, onHeld, nil, nil)
+}
+
+func knownRecord(known func() (Record, string, bool)) (Record, string, bool) {
+	if known == nil {
+		return Record{}, "", false
+	}
+	return known()
 }
 
 // acquire is Acquire that also tries again whenever wake receives: someone
 // told this waiter that the holder released the lease.
-func acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record), wake <-chan struct{}) (*Lease, error) {
+// known, if set, returns the record and ETag a waker said the bucket holds
+// (the holder's own word on its release): the try then skips the read.
+func acquire(ctx context.Context, store replica.Store, opts Options, onHeld func(Record), wake <-chan struct{},
+	known func() (Record, string, bool)) (*Lease, error) {
 	opts = opts.withDefaults()
 	for {
-		l, err := TryAcquire(ctx, store, opts)
+		var l *Lease
+		var err error
+		if rec, etag, ok := knownRecord(known); ok {
+			l, err = tryAcquireFrom(ctx, store, opts, rec, etag, true)
+		} else {
+			l, err = TryAcquire(ctx, store, opts)
+		}
 		var held *HeldError
 		wait := opts.Poll
 		switch {
@@ -325,6 +378,50 @@ func untilExpiry(rec Record, poll time.Duration, now time.Time) time.Duration {
 		return max(d, time.Millisecond)
 	}
 	return poll
+}
+
+// takeHanded makes this instance the holder of cur, the record a stopping
+// holder wrote for it (HandTo), without writing: the record already says
+// so, and its ETag is what the first renewal replaces. The local deadline
+// is measured from the stored expiry on this instance's clock (clocks agree
+// within the margin, as everywhere here), and never beyond one TTL.
+func takeHanded(store replica.Store, opts Options, cur Record, etag string) *Lease {
+	now := time.Now()
+	mine := cur
+	mine.Final, mine.HandedBy = nil, ""
+	var handed *Final
+	if cur.Final != nil {
+		f := *cur.Final
+		handed = &f
+	}
+	l := &Lease{store: store, opts: opts, rec: mine, etag: etag, handed: handed,
+		deadline: now.Add(min(cur.Expires.Sub(now), opts.TTL) - opts.margin()),
+		lost:     make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", cur.Holder, "epoch", cur.Epoch,
+		"previous_holder", cur.HandedBy, "handed_over", true)
+	go l.renewLoop()
+	return l
+}
+
+// handedFinal is cur's Final when cur was released with one: taking the
+// lease by a conditional replace of that very record proves nobody wrote
+// the database between that release and this holder.
+func handedFinal(cur Record, exists bool) *Final {
+	if !exists || !cur.Released() || cur.Final == nil {
+		return nil
+	}
+	f := *cur.Final
+	return &f
+}
+
+// Handed returns the position the previous holder released the lease at,
+// if it was taken from such a release (Record.Final).
+func (l *Lease) Handed() (Final, bool) {
+	if l.handed == nil {
+		return Final{}, false
+	}
+	return *l.handed, true
 }
 
 // Record returns the lease as last written by this holder.
@@ -540,22 +637,80 @@ func RequestTakeover(ctx context.Context, store replica.Store, opts Options) (bo
 // Release stops renewing and marks the lease free (expiry in the past) so a
 // waiting instance takes it at its next poll. Call it only after the last
 // write is uploaded. Releasing a lost lease is a no-op.
-func (l *Lease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) error { return l.release(ctx, nil, nil) }
+
+// ReleaseAt is Release by a holder that shipped everything it wrote, up to
+// final, which the record keeps for the next holder (Handed).
+func (l *Lease) ReleaseAt(ctx context.Context, final Final) error { return l.release(ctx, &final, nil) }
+
+// HandTo is ReleaseAt that names next as the holder instead of leaving the
+// lease free: one conditional write, with the epoch advanced and a full TTL
+// from now, after which next holds it without a write of its own (it is
+// told the record by the push stream, or reads it). A live takeover request
+// for another instance is honoured (Accepts): the lease is released for
+// it instead. If the write meets a changed object, it releases as Release.
+func (l *Lease) HandTo(ctx context.Context, next Successor, final Final) error {
+	return l.release(ctx, &final, &next)
+}
+
+// Accepts reports whether HandTo may name s: no live takeover request of
+// another instance reserves the lease.
+func (l *Lease) Accepts(s Successor) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.rec.Takeover
+	return t == nil || !time.Now().Before(t.Until) || t.Holder == s.Holder
+}
+
+func (l *Lease) release(ctx context.Context, final *Final, next *Successor) error {
 	if !l.end("released") {
 		return nil
 	}
 	l.mu.Lock()
 	rec, etag := l.rec, l.etag
 	l.mu.Unlock()
+	if next != nil && next.Holder != "" && next.Holder != rec.Holder {
+		err := l.handTo(ctx, rec, etag, *next, final)
+		if err == nil {
+			return nil
+		}
+		l.opts.Logger.Info("handing the lease over failed; releasing it instead", "replica", l.store.String(), "to", next.Holder, "err", err)
+	}
+	rec.Final = final
 	rec.Expires = time.Unix(1, 0).UTC()
 	if rec.Takeover != nil { // reserved for the requester until it lapses
 		rec.Takeover.Until = time.Now().Add(l.opts.TTL).UTC()
 	}
-	if _, _, err := l.putMine(ctx, rec, etag); err != nil {
+	rec, info, err := l.putMine(ctx, rec, etag)
+	if err != nil {
 		return fmt.Errorf("release lease %s in %s: %w (it expires by itself at %s)", Key, l.store, err, l.rec.Expires.Format(time.RFC3339))
 	}
+	l.mu.Lock()
+	l.rec, l.etag = rec, info.ETag
+	l.mu.Unlock()
 	close(l.released)
 	l.opts.Logger.Info("lease released", "replica", l.store.String(), "holder", rec.Holder, "epoch", rec.Epoch)
+	return nil
+}
+
+// handTo writes the record naming next (release's first try).
+func (l *Lease) handTo(ctx context.Context, cur Record, etag string, next Successor, final *Final) error {
+	if t := cur.Takeover; t != nil && time.Now().Before(t.Until) && t.Holder != next.Holder {
+		return fmt.Errorf("a takeover request reserves it for %s", t.Holder)
+	}
+	rec := Record{Holder: next.Holder, URL: next.URL, Epoch: cur.Epoch + 1, Expires: time.Now().Add(l.opts.TTL).UTC(),
+		Started: next.Started.UTC(), Final: final, HandedBy: cur.Holder}
+	body := encode(rec)
+	info, err := l.store.PutIfMatch(ctx, Key, bytes.NewReader(body), int64(len(body)), etag)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.rec, l.etag = rec, info.ETag
+	l.mu.Unlock()
+	close(l.released)
+	l.opts.Logger.Info("lease handed over", "replica", l.store.String(), "holder", cur.Holder, "to", next.Holder,
+		"url", next.URL, "epoch", rec.Epoch)
 	return nil
 }
 
@@ -591,6 +746,14 @@ func (l *Lease) Discard(ctx context.Context) error {
 	}
 	close(l.released)
 	return nil
+}
+
+// ReleasedAs returns, once Released is closed, the record Release wrote
+// and its ETag: what a waiter replaces to take the lease.
+func (l *Lease) ReleasedAs() (Record, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rec, l.etag
 }
 
 // Released is closed once Release has written the lease free (reserved

@@ -24,7 +24,8 @@ type Table struct {
 	wait    map[string]bool      // a waiter goroutine runs
 	wanted  map[string]time.Time // last TryAcquire of a database waited on: a waiter stops once nobody asks
 	wakes   map[string]chan struct{}
-	watch   func(ctx context.Context, name string, holder func() Record, wake func())
+	told    map[string]toldRecord // the holder's word on its release (Wake)
+	watch   func(ctx context.Context, name string, holder func() Record, self Successor, wake Wake)
 	ctx     context.Context // ends on Close: waiters stop
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -40,15 +41,27 @@ func NewTable(opts Options, log *slog.Logger, onTaken func(ctx context.Context, 
 	ctx, stop := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
 	return &Table{opts: opts, log: log, onTaken: onTaken, held: map[string]*Lease{}, seen: map[string]Record{},
-		wait: map[string]bool{}, wanted: map[string]time.Time{}, wakes: map[string]chan struct{}{}, ctx: ctx, stop: stop}
+		wait: map[string]bool{}, wanted: map[string]time.Time{}, wakes: map[string]chan struct{}{},
+		told: map[string]toldRecord{}, ctx: ctx, stop: stop}
+}
+
+// Wake tells a waiter that the holder released the lease: rec (nil if
+// unknown) is the record the bucket now holds, with its ETag, as the
+// holder said, so the waiter replaces it conditionally without reading it.
+type Wake func(rec *Record, etag string)
+
+type toldRecord struct {
+	rec  Record
+	etag string
 }
 
 // WatchWaits sets fn, started on its own goroutine for each database a
 // background waiter waits for, with a context that ends with the wait:
 // it may learn of the holder's release sooner than a poll would (the
 // server subscribes to the holder) and calls wake then. holder returns
-// the holder last seen. Set it before the first TryAcquire.
-func (t *Table) WatchWaits(fn func(ctx context.Context, name string, holder func() Record, wake func())) {
+// the holder last seen; self is this waiter, which the holder may hand the
+// lease to (Lease.HandTo). Set it before the first TryAcquire.
+func (t *Table) WatchWaits(fn func(ctx context.Context, name string, holder func() Record, self Successor, wake Wake)) {
 	t.mu.Lock()
 	t.watch = fn
 	t.mu.Unlock()
@@ -65,6 +78,25 @@ func (t *Table) Nudge(name string) {
 		default:
 		}
 	}
+}
+
+// nudgeWith is Nudge with the holder's word on the record it released.
+func (t *Table) nudgeWith(name string, rec *Record, etag string) {
+	if rec != nil && etag != "" {
+		t.mu.Lock()
+		t.told[name] = toldRecord{*rec, etag}
+		t.mu.Unlock()
+	}
+	t.Nudge(name)
+}
+
+// toldFor returns and forgets what a holder said of name's released record.
+func (t *Table) toldFor(name string) (Record, string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.told[name]
+	delete(t.told, name)
+	return r.rec, r.etag, ok
 }
 
 // SetURL sets the URL written into leases taken from now on.
@@ -190,6 +222,7 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 			t.mu.Lock()
 			if t.wakes[name] == wake {
 				delete(t.wakes, name)
+				delete(t.told, name)
 			}
 			t.mu.Unlock()
 		}()
@@ -199,7 +232,8 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 				defer t.mu.Unlock()
 				return t.seen[name]
 			}
-			go watch(ctx, name, seen, func() { t.Nudge(name) })
+			self := Successor{Holder: opts.Holder, URL: opts.URL, Started: opts.Started}
+			go watch(ctx, name, seen, self, func(rec *Record, etag string) { t.nudgeWith(name, rec, etag) })
 		}
 		l, err := acquire(ctx, store, opts, func(r Record) {
 			t.mu.Lock()
@@ -211,7 +245,7 @@ func (t *Table) Wait(name string, store replica.Store, holder Record) {
 				return
 			}
 			t.requestTakeover(ctx, name, store, r)
-		}, wake)
+		}, wake, func() (Record, string, bool) { return t.toldFor(name) })
 		if err != nil { // closing, or nobody asks any more
 			t.mu.Lock()
 			t.wait[name] = false

@@ -36,6 +36,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		// holder's uploads in flight (engine.Options.RemoveInFlight).
 		RemoveInFlight: opts.Lease != nil,
 		Verified:       opts.Verified,
+		HandedPos:      opts.HandedPos,
 	})
 	if err != nil {
 		return nil, err
@@ -43,6 +44,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	c.snapshot = eng.Snapshot
 	c.start(context.Background())
 	if c.comp != nil {
+		c.comp.TailEnd(eng.Pos().TXID) // what this writer ships next is not an earlier run's
 		// Check what earlier runs left unmerged now, off the write path:
 		// the first acknowledgement waits for it (restorable) and usually
 		// finds it done. A failure here is retried by that Sync.
@@ -114,7 +116,12 @@ func (d *DB) LastCapture() engine.CaptureMark { return d.eng.LastCapture() }
 func (d *DB) Close(ctx context.Context, forget bool) error {
 	start := time.Now()
 	err := d.eng.Close(ctx)
-	d.core.finish(ctx, !forget, time.Since(start))
+	var final *ltx.Pos
+	if err == nil && d.eng.ShippedAll() {
+		pos := d.eng.Pos() // the next holder may check a copy against it
+		final = &pos
+	}
+	d.core.finish(ctx, !forget, time.Since(start), final)
 	return err
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicedb/sluice/compact"
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
+	"github.com/superfly/ltx"
 )
 
 // Options configure one replicated database.
@@ -79,6 +80,24 @@ type Options struct {
 	// check of the unmerged files before the first acknowledgement does
 	// not read them again (compact.Compactor.Verified).
 	Verified []replica.LTXFile
+	// HandedPos, if set, is the replica's position as the previous lease
+	// holder released it (engine.Options.HandedPos).
+	HandedPos *ltx.Pos
+	// Followed, if set, reports whether another instance keeps a copy of
+	// this database current (it subscribed to this writer's pushes). The
+	// lease released at close is then most likely taken by an instance
+	// that opens its own copy, which checked every file it applied, so the
+	// release does not wait for level 0 to be merged first (finish).
+	Followed func() bool
+	// Successor, if set, returns an instance waiting for the lease that
+	// accept takes, to hand the lease to when this writer closes having
+	// shipped everything (lease.Lease.HandTo): it holds the lease without a
+	// write of its own. false: the lease is released.
+	Successor func(accept func(lease.Successor) bool) (lease.Successor, bool)
+	// OnReleased, if set, hears the record the lease was released (or
+	// handed over) with at close: the closing instance forwards what still
+	// reaches it to the holder it names without reading the lease.
+	OnReleased func(rec lease.Record)
 }
 
 // Compaction says how a replica is compacted.
@@ -232,12 +251,17 @@ func (c *core) flushLevel0(ctx context.Context) {
 	}
 }
 
+// followed reports Options.Followed.
+func (c *core) followed() bool { return c.opts.Followed != nil && c.opts.Followed() }
+
 // finish runs after the final upload: it stops compaction, merging level 0
 // first when flush is set and this process keeps the replica, then
 // releases the lease. Safe to call twice.
 // shipping is how long the final upload took (logged with the other steps
 // when a lease is released: together they are this side of a hand-over).
-func (c *core) finish(ctx context.Context, flush bool, shipping time.Duration) {
+// final, if set, is the position everything was shipped up to: the release
+// records it for the next holder (lease.Lease.ReleaseAt).
+func (c *core) finish(ctx context.Context, flush bool, shipping time.Duration, final *ltx.Pos) {
 	c.finished.Do(func() {
 		start := time.Now()
 		c.closing.Store(true)
@@ -253,7 +277,7 @@ func (c *core) finish(ctx context.Context, flush bool, shipping time.Duration) {
 			// acknowledgement (compact.CheckTail): that would be the
 			// hand-over's gap.
 			c.compRelease(flush && c.opts.Lease == nil)
-			if flush && c.opts.Lease != nil {
+			if flush && c.opts.Lease != nil && !c.followed() {
 				c.flushLevel0(ctx)
 			}
 		case c.compStop != nil:
@@ -269,8 +293,21 @@ func (c *core) finish(ctx context.Context, flush bool, shipping time.Duration) {
 		if l := c.opts.Lease; l != nil && !c.keepLease.Load() {
 			stopped := time.Since(start)
 			rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-			if err := l.Release(rctx); err != nil {
+			release := l.Release
+			if final != nil && final.TXID != 0 {
+				at := lease.Final{TXID: uint64(final.TXID), Checksum: uint64(final.PostApplyChecksum)}
+				release = func(ctx context.Context) error { return l.ReleaseAt(ctx, at) }
+				if c.opts.Successor != nil {
+					if next, ok := c.opts.Successor(l.Accepts); ok {
+						release = func(ctx context.Context) error { return l.HandTo(ctx, next, at) }
+					}
+				}
+			}
+			if err := release(rctx); err != nil {
 				c.log.Warn("releasing the lease failed; the next holder waits for it to expire", "err", err)
+			} else if c.opts.OnReleased != nil {
+				rec, _ := l.ReleasedAs()
+				c.opts.OnReleased(rec)
 			}
 			cancel()
 			c.log.Info("closed and released the lease", "final_upload", shipping, "compaction_stop", stopped,

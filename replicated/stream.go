@@ -63,11 +63,11 @@ func (s *Stream) Run(ctx context.Context) error {
 		h := s.rep.Health()
 		log.Error("stopped replicating; changes after shipped_txid are NOT in the replica",
 			"replica", store.String(), "shipped_txid", h.Pos.TXID.String(), "unshipped_bytes", h.UnshippedBytes)
-		s.core.finish(ctx, false, 0)
+		s.core.finish(ctx, false, 0, nil)
 		return err
 	}
 	h := s.rep.Health()
-	s.core.finish(ctx, true, 0)
+	s.core.finish(ctx, true, 0, nil)
 	if h.Pos.TXID == 0 {
 		log.Info("stopped; the database never existed, nothing to ship", "replica", store.String())
 	} else {

@@ -91,6 +91,14 @@ func (h forwardHost) ReadReplica(ctx context.Context, name string, bookmark dbho
 	return v, nil
 }
 
+// released is the host's OnReleased: a closing instance forwards the
+// requests that still reach it to the holder the record names, from now.
+func (s *Server) released(name string, rec lease.Record) {
+	if s.forward != nil {
+		s.forward.Released(name, rec)
+	}
+}
+
 // advertise sets the URL written into this instance's leases.
 func (s *Server) advertise(ln net.Listener) {
 	url := s.cfg.Lease.Advertise

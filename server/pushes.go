@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -47,6 +48,10 @@ func (s *Server) shipped(db string, f replica.LTXFile, body []byte) {
 	s.push.hub.Shipped(db, uint64(f.MaxTXID))
 }
 
+// followedElsewhere reports whether another instance subscribed to this
+// writer's pushes of db (dbhost.Options.Followed).
+func (s *Server) followedElsewhere(db string) bool { return s.push.hub.Followed(db) }
+
 // setPushSelf records this instance's URL, never subscribed to.
 func (s *Server) setPushSelf(url string) {
 	s.push.self.Store(url)
@@ -55,15 +60,22 @@ func (s *Server) setPushSelf(url string) {
 
 // pushToken is the credential this instance presents to another: a
 // configured token that may read name (every instance of a deployment
-// shares its tokens). With JWTs only there is none: the holder refuses the
-// subscription and this instance polls.
+// shares its tokens), one that may write it if there is one (the holder
+// hands its lease only to such a subscriber). With JWTs only there is
+// none: the holder refuses the subscription and this instance polls.
 func (s *Server) pushToken(name string) string {
+	found := ""
 	for _, t := range s.cfg.Tokens {
 		if len(t.Databases) == 0 || slices.Contains(t.Databases, name) {
-			return t.Token
+			if t.Access != "ro" {
+				return t.Token
+			}
+			if found == "" {
+				found = t.Token
+			}
 		}
 	}
-	return ""
+	return found
 }
 
 // subscribeFollower keeps name's copy told of what the holder ships
@@ -91,14 +103,24 @@ func (s *Server) subscribeFollower(ctx context.Context, name string, wake func(t
 }
 
 // watchLeaseWait listens to the holder while this instance waits for
-// name's lease (dbhost.Host.WatchLeaseWaits): its release wakes the
-// waiter, which takes the lease at once instead of at its next poll.
-func (s *Server) watchLeaseWait(ctx context.Context, name string, holder func() lease.Record, wake func()) {
+// name's lease (dbhost.Host.WatchLeaseWaits), as a waiter the holder may
+// hand the lease to: its release wakes the waiter, which takes the lease at
+// once instead of at its next poll, without a write when the record names
+// it (lease.Lease.HandTo), else by a conditional replace of the record the
+// holder says it released (no read).
+func (s *Server) watchLeaseWait(ctx context.Context, name string, holder func() lease.Record, self lease.Successor, wake lease.Wake) {
 	if s.cfg.Lease.PollOnly {
 		return
 	}
-	s.push.client.Follow(ctx, name, func(context.Context) (string, error) { return holder().URL, nil },
-		push.Events{Released: wake, Ended: wake})
+	s.push.client.FollowAs(ctx, name, func(context.Context) (string, error) { return holder().URL, nil },
+		push.Events{ReleasedAs: wake, Ended: func() { wake(nil, "") }}, &self)
+}
+
+// successor is the instance this writer hands name's lease to when it
+// stops (dbhost.Options.Successor): one waiting for it on this writer's
+// push stream, with a token that may write name.
+func (s *Server) successor(name string, accept func(lease.Successor) bool) (lease.Successor, bool) {
+	return s.push.hub.Successor(name, accept)
 }
 
 // servePush streams name's events to another instance while this one
@@ -115,7 +137,15 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 			"; subscribe to the lease holder's URL"))
 		return
 	}
-	err := s.push.hub.Serve(w, r, name, l)
+	var waiter *lease.Successor
+	if h := r.Header.Get(push.HeaderWaiter); h != "" && auth.FromContext(r.Context()).CanWrite(name) {
+		// Only an instance that may write name is handed its lease.
+		var sw lease.Successor
+		if json.Unmarshal([]byte(h), &sw) == nil && sw.Holder != "" {
+			waiter = &sw
+		}
+	}
+	err := s.push.hub.Serve(w, r, name, l, waiter)
 	var full push.ErrFull
 	if errors.As(err, &full) || errors.Is(err, push.ErrClosing) {
 		w.Header().Set("Retry-After", "10")

@@ -186,7 +186,11 @@ func NewWithStore(cfg Config, store replica.Store, logger *slog.Logger, version 
 		OnShipped:        s.shipped, // the embedded replicas' history and the push to followers
 		Lease:            leaseOptions(cfg.Lease, logger),
 		FollowOnly:       cfg.Lease.Follow,
-		OnWriterOpening:  s.replicas.Drop, // the writer restores from the bucket, at least as new
+		OnWriterOpening:  s.replicas.Drop,  // the writer restores from the bucket, at least as new
+		AdoptCopy:        s.replicas.Adopt, // unless the follower is exactly where the last writer released the lease
+		Followed:         s.followedElsewhere,
+		Successor:        s.successor,
+		OnReleased:       s.released,
 		Damage:           s.damage,
 
 		IdempotencyWindow: time.Duration(cfg.IdempotencyWindow),

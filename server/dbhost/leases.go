@@ -180,7 +180,7 @@ func (h *Host) HeldLease(name string) *lease.Lease {
 // WatchLeaseWaits sets what runs while this instance waits for a
 // database's lease (lease.Table.WatchWaits): the server listens there for
 // the holder's release. Without leases it does nothing.
-func (h *Host) WatchLeaseWaits(fn func(ctx context.Context, name string, holder func() lease.Record, wake func())) {
+func (h *Host) WatchLeaseWaits(fn func(ctx context.Context, name string, holder func() lease.Record, self lease.Successor, wake lease.Wake)) {
 	if h.leases != nil {
 		h.leases.WatchWaits(fn)
 	}

@@ -36,6 +36,7 @@ func (h *Host) open(ctx context.Context, name string, create, exclusive bool) (*
 		if err != nil {
 			return nil, err
 		}
+		h.adoptCopy(ctx, name, path, store, log)
 		if h.opts.OnWriterOpening != nil {
 			h.opts.OnWriterOpening(name)
 		}

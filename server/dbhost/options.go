@@ -1,6 +1,7 @@
 package dbhost
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -63,6 +64,24 @@ type Options struct {
 	// server drops its read replica of it there (the writer restores from
 	// the bucket, at least as new).
 	OnWriterOpening func(name string)
+	// AdoptCopy, if set, is asked, when this instance took a database's
+	// lease from a holder that released it with everything shipped
+	// (lease.Final) and has no local file, to move a copy of the database
+	// at exactly that TXID to path (the server's follower of it: package
+	// server/followers); false: there is none, and the database is
+	// restored from the bucket. It returns the level-0 files the copy was
+	// built from, each read and checked, which the check before the first
+	// acknowledgement then skips. Sync durability only (adopt.go).
+	AdoptCopy func(ctx context.Context, name, path string, txid uint64) (verified []replica.LTXFile, ok bool)
+	// Followed, if set, reports whether another instance keeps a copy of
+	// the database current from this writer (replicated.Options.Followed).
+	Followed func(name string) bool
+	// Successor, if set, returns an instance waiting for the database's
+	// lease that accept takes (replicated.Options.Successor).
+	Successor func(name string, accept func(lease.Successor) bool) (lease.Successor, bool)
+	// OnReleased, if set, hears the record a database's lease was released
+	// or handed over with when it closed (replicated.Options.OnReleased).
+	OnReleased func(name string, rec lease.Record)
 
 	// Damage, if set, hears of damaged objects found in a database's
 	// replica (by compaction, or by a restore on open) and of their healing.

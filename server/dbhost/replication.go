@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/sluicedb/sluice/engine"
+	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/replicated"
 	"github.com/sluicedb/sluice/restore"
@@ -49,6 +50,19 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Damage:       h.opts.Damage,
 		Pipeline:     h.opts.UploadPipeline,
 		Verified:     h.opts.Replication.verified.take(db.path),
+		HandedPos:    h.takeAdopted(db.path),
+		Followed:     func() bool { return h.opts.Followed != nil && h.opts.Followed(db.name) },
+		Successor: func(accept func(lease.Successor) bool) (lease.Successor, bool) {
+			if h.opts.Successor == nil {
+				return lease.Successor{}, false
+			}
+			return h.opts.Successor(db.name, accept)
+		},
+		OnReleased: func(rec lease.Record) {
+			if h.opts.OnReleased != nil {
+				h.opts.OnReleased(db.name, rec)
+			}
+		},
 		OnShip: func(f replica.LTXFile) {
 			if h.opts.Observer != nil {
 				h.opts.Observer.Shipped(db.name, f)

@@ -102,6 +102,19 @@ func (fd *followed) waitFor(ctx context.Context, bookmark dbhost.Bookmark, wait 
 // close stops the follower and closes its connections, then its file
 // (connections first: see follow.Follower.Close).
 func (fd *followed) close() {
+	fd.stopReading()
+	fd.f.Close()
+}
+
+// closeInto is close that moves the copy to dst (follow.Follower.CloseInto).
+func (fd *followed) closeInto(dst string) error {
+	fd.stopReading()
+	return fd.f.CloseInto(dst)
+}
+
+// stopReading waits for the reads in progress, stops the follower and
+// closes the read connections.
+func (fd *followed) stopReading() {
 	fd.gate.Lock()
 	fd.closed = true
 	fd.gate.Unlock()
@@ -113,7 +126,6 @@ func (fd *followed) close() {
 	for c := range fd.readers {
 		c.Close()
 	}
-	fd.f.Close()
 }
 
 // quote quotes a name for a message, cut short if long (as dbhost does).

@@ -62,6 +62,7 @@ type Forwarder struct {
 	cfg     Config
 	self    string // this instance's advertised URL
 	handoff handoff
+	watches leaseWatches // the lease reads of toNextWriter, one per database
 }
 
 // New returns a Forwarder; call SetSelf before it serves.
@@ -109,8 +110,12 @@ func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, l
 		local(w, r)
 		return
 	}
-	if r.Header.Get(HeaderForwardedBy) != "" {
-		f.cfg.WriteError(w, r, elsewhere)
+	if by := r.Header.Get(HeaderForwardedBy); by != "" {
+		if elsewhere = f.awaitHandedTo(r, name, by, elsewhere, deadline); elsewhere != nil {
+			f.cfg.WriteError(w, r, elsewhere)
+			return
+		}
+		local(w, r)
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -122,6 +127,32 @@ func (f *Forwarder) Serve(w http.ResponseWriter, r *http.Request, name string, l
 		return
 	}
 	f.toWriter(w, r, name, body, elsewhere, deadline, local)
+}
+
+// handedToWait bounds how long a request forwarded by the instance this one
+// takes for the writer waits for this instance to become the writer.
+const handedToWait = time.Second
+
+// awaitHandedTo is for a request another instance forwarded here (by, its
+// URL) while this instance takes that very instance for name's writer:
+// each says the other writes, which is a hand-over to this instance under
+// way (lease.Lease.HandTo: the record names it a moment before it hears
+// so). It waits, briefly, for this instance to become the writer (nil) or
+// for the lease to name a third one, and returns who writes then.
+func (f *Forwarder) awaitHandedTo(r *http.Request, name, by string, elsewhere *dbhost.NotLeaderError, deadline time.Time) *dbhost.NotLeaderError {
+	until := time.Now().Add(handedToWait)
+	if deadline.Before(until) {
+		until = deadline
+	}
+	for elsewhere != nil && elsewhere.Leader.URL == by && time.Now().Before(until) {
+		select {
+		case <-r.Context().Done():
+			return elsewhere
+		case <-time.After(5 * time.Millisecond):
+		}
+		elsewhere = f.writerElsewhere(r, name)
+	}
+	return elsewhere
 }
 
 // writerElsewhere returns the lease holder when another instance writes

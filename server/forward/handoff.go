@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicedb/sluice/lease"
-	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/server/dberr"
 )
 
@@ -96,32 +94,32 @@ func (f *Forwarder) DrainHandoff(ctx context.Context) {
 }
 
 // toNextWriter proxies a request for a database this instance has just
-// released: it reads the lease from the bucket until another instance
-// holds it, then proxies; with no new holder before the deadline it
-// answers a retryable 503.
+// released to whoever holds its lease next (nextWriter); with no new
+// holder before the deadline it answers a retryable 503.
 func (f *Forwarder) toNextWriter(w http.ResponseWriter, r *http.Request, name string, deadline time.Time) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		f.cfg.WriteError(w, r, bodyError(err))
 		return
 	}
-	store := replica.Sub(f.cfg.Store, name)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
 	for {
-		rec, _, err := lease.Read(r.Context(), store)
-		now := time.Now()
-		if err == nil && rec.URL != "" && rec.URL != f.self && !rec.Expired(now) && !rec.Released() {
-			if f.proxy(w, r, name, body, rec, deadline) {
+		rec, err := f.nextWriter(ctx, name)
+		if err != nil {
+			if r.Context().Err() != nil {
 				return
 			}
-		}
-		if now.After(deadline) {
 			w.Header().Set("Retry-After", "1")
 			f.cfg.WriteError(w, r, dberr.New(dberr.CodeUnavailable, "this instance is shutting down and no other instance has taken database "+name+" over yet; retry"))
 			return
 		}
-		select {
-		case <-r.Context().Done():
+		if f.proxy(w, r, name, body, rec, deadline) {
 			return
+		}
+		// The holder could not be reached: read the lease again a little later.
+		select {
+		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

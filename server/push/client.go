@@ -3,6 +3,7 @@ package push
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicedb/sluice/lease"
 )
 
 // Path is the stream's route under an instance's URL, for database name.
@@ -23,7 +26,11 @@ func Path(name string) string { return "/v1/databases/" + url.PathEscape(name) +
 type Events struct {
 	Shipped  func(txid uint64) // the writer shipped TXID txid (a hint: fetch it by name)
 	Released func()            // the writer released the lease (in the bucket already)
-	Ended    func()            // an open stream ended without "released": look again
+	// ReleasedAs, if set, hears the release instead of Released, with the
+	// record the bucket holds since and its ETag when the writer said them
+	// (rec nil otherwise): a waiter replaces it without reading it first.
+	ReleasedAs func(rec *lease.Record, etag string)
+	Ended      func() // an open stream ended without "released": look again
 }
 
 // Client subscribes to writers' streams.
@@ -45,6 +52,9 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 	IdleConnTimeout:       30 * time.Second,
 }}
 
+// maxLine bounds a line of the stream: a lease record is a few hundred bytes.
+const maxLine = 4096
+
 // Backoff between attempts: from minWait, doubling to maxWait; a stream
 // that stayed up resets it.
 const (
@@ -57,6 +67,17 @@ const (
 // again); it is asked again before every attempt, so a new writer is
 // found after a hand-over. Failures only delay: the caller keeps polling.
 func (c *Client) Follow(ctx context.Context, name string, holder func(ctx context.Context) (string, error), ev Events) {
+	c.FollowAs(ctx, name, holder, ev, nil)
+}
+
+// HeaderWaiter carries a subscriber's word that it waits for the lease, as
+// a JSON lease.Successor: the writer may hand it the lease when it stops.
+const HeaderWaiter = "Sluice-Lease-Waiter"
+
+// FollowAs is Follow by an instance waiting for name's lease (waiter; nil:
+// a follower), which the writer may hand it to when it stops: the record
+// then names waiter, and ReleasedAs hears it.
+func (c *Client) FollowAs(ctx context.Context, name string, holder func(ctx context.Context) (string, error), ev Events, waiter *lease.Successor) {
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -69,7 +90,7 @@ func (c *Client) Follow(ctx context.Context, name string, holder func(ctx contex
 		up := false
 		if err == nil && u != "" && strings.TrimRight(u, "/") != strings.TrimRight(c.Self, "/") {
 			var opened time.Time
-			opened, err = c.stream(ctx, strings.TrimRight(u, "/")+Path(name), name, ev)
+			opened, err = c.stream(ctx, strings.TrimRight(u, "/")+Path(name), name, ev, waiter)
 			if !opened.IsZero() {
 				up = true
 				if failing {
@@ -96,7 +117,7 @@ func (c *Client) Follow(ctx context.Context, name string, holder func(ctx contex
 
 // stream runs one subscription; opened is when it was accepted (zero if
 // it was not).
-func (c *Client) stream(ctx context.Context, u, name string, ev Events) (opened time.Time, err error) {
+func (c *Client) stream(ctx context.Context, u, name string, ev Events, waiter *lease.Successor) (opened time.Time, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -106,6 +127,11 @@ func (c *Client) stream(ctx context.Context, u, name string, ev Events) (opened 
 	if c.Token != nil {
 		if tok := c.Token(name); tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	if waiter != nil {
+		if b, err := json.Marshal(waiter); err == nil {
+			req.Header.Set(HeaderWaiter, string(b))
 		}
 	}
 	hc := c.HTTP
@@ -140,17 +166,29 @@ func (c *Client) stream(ctx context.Context, u, name string, ev Events) (opened 
 		}
 	}()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 256), 256)
+	sc.Buffer(make([]byte, 256), maxLine)
+	var releasedRec *lease.Record
+	var releasedTag string
 	for sc.Scan() {
 		last.Store(time.Now().UnixNano())
 		line := sc.Text()
 		switch {
 		case line == "":
 		case line == "released":
-			if ev.Released != nil {
+			switch {
+			case ev.ReleasedAs != nil:
+				ev.ReleasedAs(releasedRec, releasedTag)
+			case ev.Released != nil:
 				ev.Released()
 			}
 			return opened, nil
+		case strings.HasPrefix(line, "lease "):
+			// "lease ETAG JSON": the record the release wrote, just before "released".
+			etag, body, ok := strings.Cut(strings.TrimPrefix(line, "lease "), " ")
+			var rec lease.Record
+			if ok && etag != "" && json.Unmarshal([]byte(body), &rec) == nil {
+				releasedRec, releasedTag = &rec, etag
+			}
 		case strings.HasPrefix(line, "shipped "):
 			txid, err := strconv.ParseUint(strings.TrimPrefix(line, "shipped "), 10, 64)
 			if err != nil {

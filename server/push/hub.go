@@ -6,7 +6,8 @@
 // The writer's side is a Hub: each subscriber of a database gets a
 // long-lived streaming HTTP answer of one line per event, "shipped N" once
 // the store accepted TXID N's file, "released" once the lease object says
-// released, and an empty line as a keep-alive. The follower's side is a
+// released (after "lease ETAG JSON": the record the release wrote, which a
+// waiter replaces without reading it), and an empty line as a keep-alive. The follower's side is a
 // Client that keeps one such stream open to whoever holds the lease and
 // reconnects after a cut. A line is only a hint: a follower still fetches
 // the file from the bucket by name, so nothing the bucket does not hold is
@@ -18,9 +19,11 @@
 package push
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,8 +55,10 @@ type Hub struct {
 }
 
 type sub struct {
-	ch  chan uint64
-	cut chan struct{} // closed when the subscriber fell behind
+	ch     chan uint64
+	cut    chan struct{}    // closed when the subscriber fell behind
+	waiter *lease.Successor // an instance waiting for the lease (nil: a follower)
+	since  time.Time
 }
 
 // NewHub returns a hub with the given limits (<= 0: the defaults).
@@ -90,6 +95,33 @@ func (h *Hub) Subscribers() int {
 	return h.n
 }
 
+// Followed reports whether db has a subscriber: another instance keeps a
+// copy of it current from this writer's pushes.
+func (h *Hub) Followed(db string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[db]) > 0
+}
+
+// Successor returns the instance to hand db's lease to when this writer
+// stops: of the subscribers waiting for the lease whose stream is open and
+// whom accept takes, the one subscribed last (the newest instance of a
+// deploy subscribes after the older ones).
+func (h *Hub) Successor(db string, accept func(lease.Successor) bool) (lease.Successor, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var best *sub
+	for s := range h.subs[db] {
+		if s.waiter != nil && (accept == nil || accept(*s.waiter)) && (best == nil || s.since.After(best.since)) {
+			best = s
+		}
+	}
+	if best == nil {
+		return lease.Successor{}, false
+	}
+	return *best.waiter, true
+}
+
 // Close ends every stream; none opens afterwards.
 func (h *Hub) Close() {
 	h.mu.Lock()
@@ -111,7 +143,7 @@ func (e ErrFull) Error() string {
 // ErrClosing is Serve's answer once the hub closed (the server stops).
 var ErrClosing = errors.New("this instance is shutting down; subscribe to the lease holder")
 
-func (h *Hub) add(db string) (*sub, error) {
+func (h *Hub) add(db string, waiter *lease.Successor) (*sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n >= h.max {
@@ -120,7 +152,7 @@ func (h *Hub) add(db string) (*sub, error) {
 	if len(h.subs[db]) >= h.maxPerDB {
 		return nil, ErrFull{Limit: h.maxPerDB}
 	}
-	s := &sub{ch: make(chan uint64, queued), cut: make(chan struct{})}
+	s := &sub{ch: make(chan uint64, queued), cut: make(chan struct{}), waiter: waiter, since: time.Now()}
 	if h.subs[db] == nil {
 		h.subs[db] = map[*sub]struct{}{}
 	}
@@ -147,13 +179,17 @@ func (h *Hub) remove(db string, s *sub) {
 // it when the lease is lost, the hub closes, the subscriber falls behind
 // or goes away. A refused subscription is an ErrFull or ErrClosing,
 // before any byte.
-func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, db string, l *lease.Lease) error {
+//
+// waiter, if set, is the subscriber's word that it waits for the lease and
+// who it is (the caller checked that it may write db): Successor may name
+// it while its stream is open.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, db string, l *lease.Lease, waiter *lease.Successor) error {
 	select {
 	case <-h.closed:
 		return ErrClosing
 	default:
 	}
-	s, err := h.add(db)
+	s, err := h.add(db, waiter)
 	if err != nil {
 		return err
 	}
@@ -183,7 +219,16 @@ func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, db string, l *lease.
 		}
 	}
 	released := func() {
-		w.Write(append(pending(nil), "released\n"...))
+		// The record the release wrote, with its ETag, then "released": a
+		// waiter takes the lease by a conditional replace of that record.
+		line := pending(nil)
+		if rec, etag := l.ReleasedAs(); etag != "" && !strings.ContainsAny(etag, " \n") {
+			if body, err := json.Marshal(rec); err == nil {
+				line = append(append(append(append(line, "lease "...), etag...), ' '), body...)
+				line = append(line, '\n')
+			}
+		}
+		w.Write(append(line, "released\n"...))
 		rc.Flush()
 	}
 	for {

@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -75,7 +76,7 @@ func TestSubscriberHearsShippedTXIDsThenTheRelease(t *testing.T) {
 	var auth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
-		if err := hub.Serve(w, r, "app", l); err != nil {
+		if err := hub.Serve(w, r, "app", l, nil); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		}
 	}))
@@ -112,13 +113,68 @@ func TestSubscriberHearsShippedTXIDsThenTheRelease(t *testing.T) {
 	}
 }
 
+// A waiter's subscription hears, with the release, the record the release
+// wrote and its ETag, exactly as the bucket holds them (so its conditional
+// replace needs no read first), including the position released at.
+func TestReleaseTellsTheRecordAndItsETag(t *testing.T) {
+	store, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := lease.TryAcquire(ctx, store, lease.Options{Holder: "writer", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := NewHub(0, 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := hub.Serve(w, r, "app", l, nil); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	type told struct {
+		rec  *lease.Record
+		etag string
+	}
+	got := make(chan told, 1)
+	c := &Client{}
+	go c.Follow(ctx, "app", func(context.Context) (string, error) { return srv.URL, nil }, Events{
+		ReleasedAs: func(rec *lease.Record, etag string) { got <- told{rec, etag} },
+	})
+	for hub.Subscribers() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := l.ReleaseAt(ctx, lease.Final{TXID: 7, Checksum: 99}); err != nil {
+		t.Fatal(err)
+	}
+	var g told
+	select {
+	case g = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no release heard")
+	}
+	stored, etag, err := lease.Read(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.rec == nil || g.etag != etag {
+		t.Fatalf("told record %+v with ETag %q; the bucket's ETag is %q", g.rec, g.etag, etag)
+	}
+	if !g.rec.Released() || g.rec.Holder != stored.Holder || g.rec.Epoch != stored.Epoch ||
+		g.rec.Final == nil || *g.rec.Final != (lease.Final{TXID: 7, Checksum: 99}) {
+		t.Fatalf("told record %+v, the bucket holds %+v", *g.rec, stored)
+	}
+}
+
 // A subscriber that stops reading is cut once its queue is full; the
 // writer's Shipped never blocks. Past the limits a subscription is refused.
 func TestSlowSubscriberIsCutAndLimitsHold(t *testing.T) {
 	l := heldLease(t)
 	hub := NewHub(1, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := hub.Serve(w, r, "app", l); err != nil {
+		if err := hub.Serve(w, r, "app", l, nil); err != nil {
 			var full ErrFull
 			if !errors.As(err, &full) {
 				t.Errorf("Serve: %v", err)
@@ -168,7 +224,7 @@ func TestClientReconnectsAfterACut(t *testing.T) {
 		mu.Lock()
 		streams++
 		mu.Unlock()
-		hub.Serve(w, r, "app", l)
+		hub.Serve(w, r, "app", l, nil)
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -219,4 +275,62 @@ func TestClientReconnectsAfterACut(t *testing.T) {
 	if !strings.HasSuffix(Path("a b"), "/a%20b/shipped") {
 		t.Fatalf("Path escapes badly: %s", Path("a b"))
 	}
+}
+
+// The hub names as successor only a subscriber that said it waits for the
+// lease, whose stream is open, the newest such one that accept takes.
+func TestSuccessorIsTheNewestWaiterStillSubscribed(t *testing.T) {
+	l := heldLease(t)
+	hub := NewHub(0, 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var waiter *lease.Successor
+		if h := r.Header.Get(HeaderWaiter); h != "" {
+			waiter = &lease.Successor{}
+			if err := json.Unmarshal([]byte(h), waiter); err != nil {
+				t.Errorf("waiter header %q: %v", h, err)
+			}
+		}
+		if err := hub.Serve(w, r, "app", l, waiter); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	follow := func(waiter *lease.Successor) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		n := hub.Subscribers()
+		go (&Client{}).FollowAs(ctx, "app", func(context.Context) (string, error) { return srv.URL, nil }, Events{}, waiter)
+		for hub.Subscribers() == n {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return cancel
+	}
+	if _, ok := hub.Successor("app", nil); ok {
+		t.Fatal("a successor with no subscriber")
+	}
+	stopFollower := follow(nil)
+	defer stopFollower()
+	if s, ok := hub.Successor("app", nil); ok {
+		t.Fatalf("a follower named successor: %+v", s)
+	}
+	stopOld := follow(&lease.Successor{Holder: "old", URL: "http://old"})
+	stopNew := follow(&lease.Successor{Holder: "new", URL: "http://new"})
+	if s, ok := hub.Successor("app", nil); !ok || s.Holder != "new" {
+		t.Fatalf("successor %+v, %v; want the newest waiter", s, ok)
+	}
+	if s, ok := hub.Successor("app", func(s lease.Successor) bool { return s.Holder == "old" }); !ok || s.Holder != "old" {
+		t.Fatalf("successor %+v, %v; want the one accept takes", s, ok)
+	}
+	if _, ok := hub.Successor("other", nil); ok {
+		t.Fatal("a successor for another database")
+	}
+	stopNew()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if s, ok := hub.Successor("app", nil); ok && s.Holder == "old" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a waiter that went away is still named successor")
+		}
+	}
+	stopOld()
 }

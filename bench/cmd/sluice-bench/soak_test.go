@@ -105,12 +105,17 @@ func runSoak(t *testing.T, duration time.Duration, connections, databases int, w
 // Three minutes of 20 connections inserting into one database cross the
 // 30-second level-1 compaction six times; a merge that takes the store
 // client's connections or stalls the shipper shows up as a silent window.
+// The two soaks run side by side (each its own MinIO and server): what they
+// judge is growth over their own run, which a neighbour's steady load does
+// not make grow.
 func TestSoakShort(t *testing.T) {
+	t.Parallel()
 	runSoak(t, 3*time.Minute, 20, 1, "1m", 4)
 }
 
 // The same load spread over 100 databases: 100 compactors, 100 shippers and
 // their descriptors in one server.
 func TestSoakShortManyDatabases(t *testing.T) {
+	t.Parallel()
 	runSoak(t, 2*time.Minute, 20, 100, "30s", 2)
 }
