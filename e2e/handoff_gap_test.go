@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,7 +122,7 @@ func handoffGap(t *testing.T, m *testenv.MinIOServer, mode string) {
 		// holder names it in the lease object, and it writes nothing to take it.
 		t.Errorf("SIGTERM: the standby did not take the lease as handed over\nholder:\n%s\nstandby:\n%s", holder.log.String(), standby.log.String())
 	}
-		limit, margin := 100*time.Millisecond, 300*time.Millisecond
+	limit, margin := 100*time.Millisecond, 300*time.Millisecond
 	if mode != "SIGTERM" {
 		limit, margin = gapTTL+200*time.Millisecond, 800*time.Millisecond
 	}
