@@ -68,6 +68,13 @@ type Options struct {
 	// writer without the lease; the conditional create of this writer's
 	// next file meets it and fences this writer, as always.
 	HandedPos *ltx.Pos
+	// CopyOfReplicaAt, if not 0, says the database file was built from
+	// this replica's own files up to that TXID, each checked as a restore
+	// checks it (a follower's copy that a new lease holder opens instead of
+	// restoring the same state). When the replica's newest position is that
+	// TXID, Open takes the file's checksum as the replica's, as it would a
+	// restore's; at any other position the file differs from the replica.
+	CopyOfReplicaAt ltx.TXID
 }
 
 const (

@@ -293,6 +293,9 @@ func (db *DB) start(replicaPos ltx.Pos) error {
 		return err
 	}
 	local := ltx.ChecksumFlag | xorAll(sums)
+	if at := db.opts.CopyOfReplicaAt; at != 0 && at == replicaPos.TXID && replicaPos.PostApplyChecksum == 0 {
+		replicaPos.PostApplyChecksum = local // built from the replica's files up to here, as a restore is
+	}
 	switch {
 	case replicaPos.TXID == 0:
 		db.log.Info("empty replica: shipping a snapshot", "replica", db.store.String(), "pages", v.commit)

@@ -34,9 +34,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		Pipeline:     pipeline(opts),
 		// Only a lease holder pipelines, and it cleans up after a previous
 		// holder's uploads in flight (engine.Options.RemoveInFlight).
-		RemoveInFlight: opts.Lease != nil,
-		Verified:       opts.Verified,
-		HandedPos:      opts.HandedPos,
+		RemoveInFlight:  opts.Lease != nil,
+		Verified:        opts.Verified,
+		HandedPos:       opts.HandedPos,
+		CopyOfReplicaAt: opts.CopyOfReplicaAt,
 	})
 	if err != nil {
 		return nil, err

@@ -83,6 +83,9 @@ type Options struct {
 	// HandedPos, if set, is the replica's position as the previous lease
 	// holder released it (engine.Options.HandedPos).
 	HandedPos *ltx.Pos
+	// CopyOfReplicaAt, if not 0: the local file is a copy of the replica at
+	// that TXID (engine.Options.CopyOfReplicaAt).
+	CopyOfReplicaAt ltx.TXID
 	// Followed, if set, reports whether another instance keeps a copy of
 	// this database current (it subscribed to this writer's pushes). The
 	// lease released at close is then most likely taken by an instance

@@ -55,6 +55,10 @@ type pageLoc struct {
 // wholeBudget bounds the small files kept in memory whole.
 const wholeBudget = 8 << 20
 
+// indexReadsPerDownload is how many page-index reads run at once per
+// download that Options.Parallelism allows.
+const indexReadsPerDownload = 4
+
 // OpenPages plans the state opts names (as Restore would), reads the
 // planned files' page indexes and the newest file's header, in parallel,
 // and returns the state's page map. Its cost: the LISTs of a plan, and one
@@ -77,7 +81,10 @@ func openPlanned(ctx context.Context, store replica.Store, opts Options, plan []
 	var hdr ltx.Header
 	errs := make([]error, n+1)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, opts.parallelism())
+	// Index reads are small and each costs a round trip (after a crash,
+	// one per transaction the previous writer left unmerged): more of them
+	// in flight than bulk downloads.
+	sem := make(chan struct{}, indexReadsPerDownload*opts.parallelism())
 	for i := range plan {
 		wg.Add(1)
 		go func() {

@@ -168,6 +168,9 @@ func (h *Host) openCold(ctx context.Context, name string) (*coldDB, error) {
 	if _, elsewhere := h.Leader(name); elsewhere {
 		return nil, nil // its writer is another instance: open says so, and the request goes there
 	}
+	if h.leaseTaken(name) {
+		return nil, nil // taken meanwhile (a hand-over to this instance): opened whole (taken.go)
+	}
 	path := h.path(name)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		return nil, nil

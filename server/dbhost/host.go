@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/superfly/ltx"
-
 	"github.com/sluicedb/sluice/lease"
 	"github.com/sluicedb/sluice/server/dberr"
 	"github.com/sluicedb/sluice/server/groupcommit"
@@ -39,7 +37,7 @@ type Host struct {
 	cold      map[string]*coldDB       // databases answering on demand while restored (cold.go), under mu
 	noCold    map[string]bool          // databases whose restore after a cold open failed: no cold open again (cold.go)
 	handed    map[string]*earlyLease   // leases a cold open that did not start hands to the open that follows (cold.go), under mu
-	adopted   map[string]ltx.Pos       // follower copies made databases, at the position their lease was released at (adopt.go), under mu
+	adopted   map[string]adoptedCopy   // follower copies made databases (adopt.go), under mu
 }
 
 // New returns a Host; databases open lazily on first use.

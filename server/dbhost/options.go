@@ -65,14 +65,15 @@ type Options struct {
 	// the bucket, at least as new).
 	OnWriterOpening func(name string)
 	// AdoptCopy, if set, is asked, when this instance took a database's
-	// lease from a holder that released it with everything shipped
-	// (lease.Final) and has no local file, to move a copy of the database
-	// at exactly that TXID to path (the server's follower of it: package
-	// server/followers); false: there is none, and the database is
-	// restored from the bucket. It returns the level-0 files the copy was
-	// built from, each read and checked, which the check before the first
-	// acknowledgement then skips. Sync durability only (adopt.go).
-	AdoptCopy func(ctx context.Context, name, path string, txid uint64) (verified []replica.LTXFile, ok bool)
+	// lease and has no local file, to move a copy of the database built
+	// from the replica's own files to path (the server's follower of it:
+	// package server/followers), at exactly txid when txid is not 0 (the
+	// previous holder released the lease there: lease.Final). It returns the
+	// TXID the copy is at and the level-0 files it was built from, each read
+	// and checked, which the check before the first acknowledgement then
+	// skips; false: there is none, and the database is restored from the
+	// bucket. Sync durability only (adopt.go).
+	AdoptCopy func(ctx context.Context, name, path string, txid uint64) (verified []replica.LTXFile, at uint64, ok bool)
 	// Followed, if set, reports whether another instance keeps a copy of
 	// the database current from this writer (replicated.Options.Followed).
 	Followed func(name string) bool

@@ -41,6 +41,7 @@ var errNoReplication = errors.New("dbhost: Options.Replication.Restore is not se
 // openReplication starts replicating db (see replicated.Open). With leases,
 // its writes go through its lease's guard, and losing the lease demotes it.
 func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.DB, error) {
+	adopted := h.takeAdopted(db.path)
 	opts := replicated.Options{
 		Name:         db.name,
 		Logger:       h.opts.Replication.Logger,
@@ -50,8 +51,10 @@ func (h *Host) openReplication(ctx context.Context, db *database) (*replicated.D
 		Damage:       h.opts.Damage,
 		Pipeline:     h.opts.UploadPipeline,
 		Verified:     h.opts.Replication.verified.take(db.path),
-		HandedPos:    h.takeAdopted(db.path),
-		Followed:     func() bool { return h.opts.Followed != nil && h.opts.Followed(db.name) },
+		// A follower's copy adopted as the file (adopt.go).
+		HandedPos:       adopted.handed,
+		CopyOfReplicaAt: adopted.at,
+		Followed:        func() bool { return h.opts.Followed != nil && h.opts.Followed(db.name) },
 		Successor: func(accept func(lease.Successor) bool) (lease.Successor, bool) {
 			if h.opts.Successor == nil {
 				return lease.Successor{}, false

@@ -16,35 +16,38 @@ import (
 // alternative, which costs more than this.
 const adoptWait = 500 * time.Millisecond
 
-// Adopt gives name's copy to this instance's writer, which took the lease
-// from a holder that released it at txid with everything shipped: once the
-// copy has applied exactly txid, it stops following and its file becomes
-// dst (follow.Follower.CloseInto). It returns the level-0 files the copy
-// was built from, each read and checked (follow.Follower.Verified). false:
-// no such copy, or it is not at txid; nothing was moved and the writer
-// restores from the bucket.
-func (s *Set) Adopt(ctx context.Context, name, dst string, txid uint64) ([]replica.LTXFile, bool) {
+// Adopt gives name's copy to this instance's writer, which took the lease:
+// it stops following and its file becomes dst (follow.Follower.CloseInto).
+// txid, if not 0, is where the previous holder released the lease with
+// everything shipped: the copy must have applied exactly that TXID (it
+// waits up to adoptWait for it). It returns the TXID the copy is at and
+// the level-0 files it was built from, each read and checked
+// (follow.Follower.Verified). false: no such copy, or not at txid; nothing
+// was moved and the writer restores from the bucket.
+func (s *Set) Adopt(ctx context.Context, name, dst string, txid uint64) (files []replica.LTXFile, at uint64, ok bool) {
 	s.mu.Lock()
 	fd := s.m[name]
 	s.mu.Unlock()
 	if fd == nil {
-		return nil, false
+		return nil, 0, false
 	}
-	wctx, cancel := context.WithTimeout(ctx, adoptWait)
-	err := fd.f.WaitFor(wctx, ltx.TXID(txid))
-	cancel()
-	if err != nil || fd.f.Pos().TXID != ltx.TXID(txid) {
-		return nil, false
+	if txid != 0 {
+		wctx, cancel := context.WithTimeout(ctx, adoptWait)
+		err := fd.f.WaitFor(wctx, ltx.TXID(txid))
+		cancel()
+		if err != nil || fd.f.Pos().TXID != ltx.TXID(txid) {
+			return nil, 0, false
+		}
 	}
 	s.mu.Lock()
 	if s.m[name] != fd {
 		s.mu.Unlock()
-		return nil, false
+		return nil, 0, false
 	}
 	delete(s.m, name)
 	s.mu.Unlock()
 	moved := fd.closeInto(dst)
-	verified := fd.f.Verified()
+	verified, at := fd.f.Verified(), uint64(fd.f.Pos().TXID)
 	if moved != nil {
 		s.opts.Logger.Warn("could not hand the follower's copy to the writer; restoring from the bucket", "db", name, "err", moved)
 	}
@@ -52,7 +55,7 @@ func (s *Set) Adopt(ctx context.Context, name, dst string, txid uint64) ([]repli
 		_ = os.Remove(s.path(name) + suffix)
 	}
 	if moved != nil {
-		return nil, false
+		return nil, 0, false
 	}
-	return verified, true
+	return verified, at, true
 }
