@@ -56,7 +56,8 @@ lint:
 # as it comes, so progress shows and a failure names its package.
 # Tests that judge a latency or a resource's growth under load (the
 # hostile-neighbour canaries, the hand-over gaps, the soaks) run last, one
-# package at a time, with nothing beside them.
+# package at a time, with nothing beside them (the two soaks side by side:
+# each judges the growth of its own server over its own run).
 ALONE_E2E := ^(TestHostile|TestHandoffGap)
 unit:
 	@$(MAKE) --no-print-directory -j3 --output-sync=line unit-race unit-rest unit-bench

@@ -7,7 +7,9 @@
 # Idempotent: a second run only checks that the binaries are there.
 set -euo pipefail
 
-step() { printf '==> %s\n' "$*"; }
+# Each step line says when it began, in seconds since the script started:
+# what each install step costs on this machine.
+step() { printf '==> [%ss] %s\n' "$SECONDS" "$*"; }
 
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

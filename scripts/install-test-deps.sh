@@ -19,7 +19,9 @@ mkdir -p "$TOOLS/bin"
 VENV="$TOOLS/venv"
 export PATH="$VENV/bin:$TOOLS/bin:$PATH"
 
-step() { printf '==> %s\n' "$*"; }
+# Each step line says when it began, in seconds since the script started:
+# what each install step costs on this machine.
+step() { printf '==> [%ss] %s\n' "$SECONDS" "$*"; }
 
 step "Go modules"
 go mod download
