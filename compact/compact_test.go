@@ -87,6 +87,23 @@ func seedDB(h *restoretest.History, rows int) {
 		INSERT INTO t (v) SELECT json_object('user', i, 'name', 'user-' || i, 'plan', 'basic', 'tags', json_array('a', 'b'), 'token', hex(randomblob(8))) FROM n;`, rows))
 }
 
+// shippedHistory seeds a database of seedRows rows and ships it, then ships
+// writes single-transaction files, all at one instant (returned), with a
+// random source seeded by seed (returned, for later writes).
+func shippedHistory(t *testing.T, fs replica.Store, seedRows, writes int, seed uint64) (*restoretest.History, *rand.Rand, time.Time) {
+	t.Helper()
+	h := restoretest.New(t, fs, fastTempDir(t))
+	seedDB(h, seedRows)
+	now := t0.Truncate(time.Hour).Add(time.Second)
+	h.Ship(now)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i := 1; i <= writes; i++ {
+		writeOnce(h, rng, i)
+		h.Ship(now)
+	}
+	return h, rng, now
+}
+
 // writeOnce is one second of the app's traffic: an insert, and every other
 // second an update of an older row.
 func writeOnce(h *restoretest.History, rng *rand.Rand, i int) {

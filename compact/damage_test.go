@@ -3,7 +3,6 @@ package compact
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,15 +21,7 @@ import (
 func TestDamagedInputIsReportedOnceAndCompactionGoesOn(t *testing.T) {
 	ctx := context.Background()
 	fs, _ := newStore(t)
-	h := restoretest.New(t, fs, fastTempDir(t))
-	seedDB(h, 100)
-	now := t0.Truncate(time.Hour).Add(time.Second)
-	h.Ship(now)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 1; i <= 8; i++ {
-		writeOnce(h, rng, i)
-		h.Ship(now)
-	}
+	h, rng, now := shippedHistory(t, fs, 100, 8, 1)
 	// The snapshot the writer will upload: made from the intact replica,
 	// then taken out again.
 	maker := New(fs, Config{Levels: []Level{{1, time.Hour}}, SnapshotInterval: time.Hour}, nil)
@@ -110,15 +101,7 @@ func TestDamagedInputIsReportedOnceAndCompactionGoesOn(t *testing.T) {
 func TestMissingObjectIsReportedByTheTailCheck(t *testing.T) {
 	ctx := context.Background()
 	fs, _ := newStore(t)
-	h := restoretest.New(t, fs, fastTempDir(t))
-	seedDB(h, 10)
-	now := t0.Truncate(time.Hour).Add(time.Second)
-	h.Ship(now)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := 1; i <= 5; i++ {
-		writeOnce(h, rng, i)
-		h.Ship(now)
-	}
+	shippedHistory(t, fs, 10, 5, 3)
 	l0, _ := replica.ListLTX(ctx, fs, 0)
 	victim := l0[3]
 	if err := fs.Delete(ctx, victim.Key); err != nil {
@@ -141,15 +124,7 @@ func TestMissingObjectIsReportedByTheTailCheck(t *testing.T) {
 func TestTailCheckIgnoresTheWritersOwnUploadsInFlight(t *testing.T) {
 	ctx := context.Background()
 	fs, _ := newStore(t)
-	h := restoretest.New(t, fs, fastTempDir(t))
-	seedDB(h, 10)
-	now := t0.Truncate(time.Hour).Add(time.Second)
-	h.Ship(now)
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := 1; i <= 5; i++ {
-		writeOnce(h, rng, i)
-		h.Ship(now)
-	}
+	h, rng, now := shippedHistory(t, fs, 10, 5, 7)
 	opened := h.Pos().TXID
 	for i := 6; i <= 7; i++ { // this writer's next two uploads...
 		writeOnce(h, rng, i)

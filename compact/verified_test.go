@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicedb/sluice/replica"
 	"github.com/sluicedb/sluice/restore"
-	"github.com/sluicedb/sluice/restore/restoretest"
 )
 
 // keyReads counts the reads of each key.
@@ -45,15 +42,7 @@ func (s *keyReads) GetRange(ctx context.Context, k string, o, n int64) (io.ReadC
 func TestTailCheckSkipsWhatARestoreVerified(t *testing.T) {
 	ctx := context.Background()
 	fs, _ := newStore(t)
-	h := restoretest.New(t, fs, fastTempDir(t))
-	seedDB(h, 10)
-	now := t0.Truncate(time.Hour).Add(time.Second)
-	h.Ship(now)
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := 1; i <= 8; i++ {
-		writeOnce(h, rng, i)
-		h.Ship(now)
-	}
+	shippedHistory(t, fs, 10, 8, 5)
 	res, err := restore.Restore(ctx, fs, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
 	if err != nil {
 		t.Fatal(err)
