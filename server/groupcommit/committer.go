@@ -104,8 +104,8 @@ type Options struct {
 	// Replica is a PipelinedReplica (pipeline.go); <= 1: one at a time.
 	Pipeline int
 	// PipelineGather is how long, while an earlier upload is in flight, the
-	// next group waits after its first request for more (gather.go) [0: an
-	// eighth of the recent upload time, at most 10ms; < 0: never].
+	// next group waits after its first request for more (gather.go) [0: a
+	// sixteenth of the recent upload time, at most 10ms; < 0: never].
 	PipelineGather time.Duration
 }
 

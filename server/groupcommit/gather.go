@@ -16,13 +16,16 @@ import (
 // flight, the next one starts only a fraction of an upload's time after its
 // oldest request's arrival, taking the requests arriving meanwhile into one
 // group, or as soon as nothing is in flight any more: a write may start
-// its upload up to an eighth of an upload later, and its wave waits for one
+// its upload up to a sixteenth of an upload later, and its wave waits for one
 // upload instead of the slowest of several. With nothing in flight (one
 // client, or the first write after a pause) it starts at once.
 
 // gatherFraction is the part of the recent upload time the window lasts:
-// long enough to take a wave, short beside the upload it joins.
-const gatherFraction = 8
+// long enough to take a wave, short beside the upload it joins. A sixteenth
+// (about 2 ms at a 25 ms PUT) took waves as large as an eighth did, in as
+// many uploads, and answered sooner: 8 runs of each, interleaved, at 50
+// connections, 1,214 writes/s against 1,168 (medians).
+const gatherFraction = 16
 
 // maxGather bounds the adaptive window, whatever the store's latency.
 const maxGather = 10 * time.Millisecond
