@@ -54,6 +54,18 @@ tokens:
 }
 
 // embQuery runs SQL through the JSON API and returns the rows.
+// embCreate creates the database app with the read-write token.
+func embCreate(t *testing.T, host string) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", "http://"+host+"/v1/databases/app", nil)
+	req.Header.Set("Authorization", "Bearer "+embRW)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("create app: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
 func embQuery(t *testing.T, host, sql string, args ...any) [][]any {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"sql": sql, "params": args})
@@ -167,11 +179,7 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	embeddedServe(t, m.Env(), data, m.URL(bucket, ""), host, "")
 	base := "http://" + host
 
-	req, _ := http.NewRequest("PUT", base+"/v1/databases/app", nil)
-	req.Header.Set("Authorization", "Bearer "+embRW)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("create app: %v %v", resp, err)
-	}
+	embCreate(t, host)
 	embQuery(t, host, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	for i := range 50 {
 		embQuery(t, host, "INSERT INTO t(v) VALUES (?)", fmt.Sprintf("row-%d-%s", i, strings.Repeat("x", 200)))
@@ -395,11 +403,7 @@ func embeddedFarBehindCatchesUp(t *testing.T, runReplica func(t *testing.T, loca
 	compaction := "compaction: {snapshot-interval: 1s, retention: 2s}\n"
 	p := embeddedServe(t, m.Env(), data, m.URL(bucket, ""), host, compaction)
 	base := "http://" + host
-	req, _ := http.NewRequest("PUT", base+"/v1/databases/app", nil)
-	req.Header.Set("Authorization", "Bearer "+embRW)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("create app: %v %v", resp, err)
-	}
+	embCreate(t, host)
 	embQuery(t, host, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	embQuery(t, host, "INSERT INTO t(v) VALUES ('first')")
 	url := base + "/db/app/"

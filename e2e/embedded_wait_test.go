@@ -27,11 +27,7 @@ func TestEmbeddedReplicaSyncWaitsForTheNextTransaction(t *testing.T) {
 	host := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort())
 	embeddedServe(t, m.Env(), t.TempDir(), m.URL(bucket, ""), host, "")
 	base := "http://" + host
-	req, _ := http.NewRequest("PUT", base+"/v1/databases/app", nil)
-	req.Header.Set("Authorization", "Bearer "+embRW)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
-		t.Fatalf("create app: %v %v", resp, err)
-	}
+	embCreate(t, host)
 	embQuery(t, host, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	embQuery(t, host, "INSERT INTO t(v) VALUES ('first')")
 

@@ -433,7 +433,9 @@ func (f *Follower) noteVerified(files ...replica.LTXFile) {
 			f.verified = append(f.verified, file)
 		}
 	}
-	if n := len(f.verified) - maxVerified; n > 0 {
+	// Trimmed once it holds twice the bound, not at every applied file:
+	// each trim moves the list, and a busy follower applies hundreds a second.
+	if n := len(f.verified) - maxVerified; n >= maxVerified {
 		f.verified = append(f.verified[:0], f.verified[n:]...)
 	}
 }
@@ -442,4 +444,6 @@ func (f *Follower) noteVerified(files ...replica.LTXFile) {
 // restore's and each applied one's), each read whole and checked as a
 // restore checks it: a writer opening this copy need not read them again
 // (compact.Compactor.Verified). Call it only once Run has returned.
-func (f *Follower) Verified() []replica.LTXFile { return slices.Clone(f.verified) }
+func (f *Follower) Verified() []replica.LTXFile {
+	return slices.Clone(f.verified[max(0, len(f.verified)-maxVerified):])
+}

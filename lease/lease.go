@@ -111,6 +111,13 @@ func newer(started time.Time, id string, than time.Time, thanID string) bool {
 	return started.After(than) && id != thanID
 }
 
+// reservedForOther reports whether a live takeover request keeps the lease
+// for an instance other than holder.
+func (r Record) reservedForOther(holder string, now time.Time) bool {
+	t, ok := r.reservedFor(now)
+	return ok && t.Holder != holder
+}
+
 // reservedFor returns the instance a released lease is kept for, if any.
 func (r Record) reservedFor(now time.Time) (Takeover, bool) {
 	if r.Takeover == nil || !now.Before(r.Takeover.Until) {
@@ -300,14 +307,9 @@ func tryAcquireFrom(ctx context.Context, store replica.Store, opts Options, cur 
 	if info.ETag == "" {
 		return nil, fmt.Errorf("acquire lease %s in %s: the store returned no ETag, so the lease cannot be renewed safely", Key, store)
 	}
-	l := &Lease{store: store, opts: opts, rec: rec, etag: info.ETag,
-		deadline: sent.Add(opts.TTL - opts.margin()), handed: handedFinal(cur, exists),
-		lost: make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", rec.Holder, "epoch", rec.Epoch,
 		"previous_holder", cur.Holder)
-	go l.renewLoop()
-	return l, nil
+	return startLease(store, opts, rec, info.ETag, sent.Add(opts.TTL-opts.margin()), handedFinal(cur, exists)), nil
 }
 
 // Acquire waits until the lease is free and takes it, polling every
@@ -394,12 +396,17 @@ func takeHanded(store replica.Store, opts Options, cur Record, etag string) *Lea
 		f := *cur.Final
 		handed = &f
 	}
-	l := &Lease{store: store, opts: opts, rec: mine, etag: etag, handed: handed,
-		deadline: now.Add(min(cur.Expires.Sub(now), opts.TTL) - opts.margin()),
-		lost:     make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
 	opts.Logger.Info("lease acquired", "replica", store.String(), "holder", cur.Holder, "epoch", cur.Epoch,
 		"previous_holder", cur.HandedBy, "handed_over", true)
+	return startLease(store, opts, mine, etag, now.Add(min(cur.Expires.Sub(now), opts.TTL)-opts.margin()), handed)
+}
+
+// startLease returns the lease held as rec (stored with etag) until
+// deadline, renewing it in the background.
+func startLease(store replica.Store, opts Options, rec Record, etag string, deadline time.Time, handed *Final) *Lease {
+	l := &Lease{store: store, opts: opts, rec: rec, etag: etag, deadline: deadline, handed: handed,
+		lost: make(chan struct{}), released: make(chan struct{}), handOver: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renewLoop()
 	return l
 }
@@ -658,8 +665,7 @@ func (l *Lease) HandTo(ctx context.Context, next Successor, final Final) error {
 func (l *Lease) Accepts(s Successor) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t := l.rec.Takeover
-	return t == nil || !time.Now().Before(t.Until) || t.Holder == s.Holder
+	return !l.rec.reservedForOther(s.Holder, time.Now())
 }
 
 func (l *Lease) release(ctx context.Context, final *Final, next *Successor) error {
@@ -695,8 +701,8 @@ func (l *Lease) release(ctx context.Context, final *Final, next *Successor) erro
 
 // handTo writes the record naming next (release's first try).
 func (l *Lease) handTo(ctx context.Context, cur Record, etag string, next Successor, final *Final) error {
-	if t := cur.Takeover; t != nil && time.Now().Before(t.Until) && t.Holder != next.Holder {
-		return fmt.Errorf("a takeover request reserves it for %s", t.Holder)
+	if cur.reservedForOther(next.Holder, time.Now()) {
+		return fmt.Errorf("a takeover request reserves it for %s", cur.Takeover.Holder)
 	}
 	rec := Record{Holder: next.Holder, URL: next.URL, Epoch: cur.Epoch + 1, Expires: time.Now().Add(l.opts.TTL).UTC(),
 		Started: next.Started.UTC(), Final: final, HandedBy: cur.Holder}
