@@ -34,9 +34,10 @@ type rustStep struct {
 
 const rustDir = "testdata/clients/libsql-rust"
 
-// rustBinary builds the program (offline, in the target directory the deps
-// script filled; a no-op when nothing changed) and returns its path.
-func rustBinary(t *testing.T) string {
+// rustBuild builds the crate's programs (offline, in the target directory
+// the deps script filled; a no-op when nothing changed) and returns the
+// directory that holds them.
+func rustBuild(t *testing.T) string {
 	t.Helper()
 	target := filepath.Join(toolsDir(), "cargo-target")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -52,14 +53,25 @@ func rustBinary(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cargo build (offline; %s): %v\n%s", clientsInstallHint, err, lastLines(string(out), 30))
 	}
-	t.Logf("cargo build of the libsql crate program: %s", time.Since(start).Round(100*time.Millisecond))
-	return filepath.Join(target, "release", "libsql-rust-conformance")
+	t.Logf("cargo build of the libsql crate programs: %s", time.Since(start).Round(100*time.Millisecond))
+	return filepath.Join(target, "release")
 }
 
-// rustBuilt is the program, built once per test binary.
+// rustBuilt is where the programs are, built once per test binary.
 var rustBuilt struct {
 	sync.Once
-	path string
+	dir string
+}
+
+// rustProgram is the path of one of the crate's programs: the remote
+// client (libsql-rust-conformance) or the embedded replica (replica).
+func rustProgram(t *testing.T, name string) string {
+	t.Helper()
+	rustBuilt.Do(func() { rustBuilt.dir = rustBuild(t) })
+	if rustBuilt.dir == "" {
+		t.Fatal("the libsql crate programs did not build (see above)")
+	}
+	return filepath.Join(rustBuilt.dir, name)
 }
 
 // runRustClient is the crate's conformance run (a conformanceClient).
@@ -72,13 +84,10 @@ func runRustClient(t *testing.T, tg target) map[string]any {
 	if tg.kind == "local" {
 		return runRustScriptLocally(t, script, tg.file)
 	}
-	rustBuilt.Do(func() { rustBuilt.path = rustBinary(t) })
-	if rustBuilt.path == "" {
-		t.Fatal("the libsql crate program did not build (see above)")
-	}
+	program := rustProgram(t, "libsql-rust-conformance")
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rustBuilt.path)
+	cmd := exec.CommandContext(ctx, program)
 	cmd.Env = append(os.Environ(), "DB_URL="+tg.http, "SCRIPT="+script)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

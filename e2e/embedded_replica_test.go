@@ -53,7 +53,6 @@ tokens:
 	return p
 }
 
-// embQuery runs SQL through the JSON API and returns the rows.
 // embCreate creates the database app with the read-write token.
 func embCreate(t *testing.T, host string) {
 	t.Helper()
@@ -66,6 +65,7 @@ func embCreate(t *testing.T, host string) {
 	resp.Body.Close()
 }
 
+// embQuery runs SQL through the JSON API and returns the rows.
 func embQuery(t *testing.T, host, sql string, args ...any) [][]any {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"sql": sql, "params": args})
@@ -97,7 +97,9 @@ type replicaRun struct {
 	Error     string  `json:"error"`
 }
 
-// replicaClient is one libSQL client's embedded-replica application.
+// replicaClient is one libSQL client's embedded-replica application: a
+// script in testdata/embedded run by interp, or (no interp) the libsql
+// crate's replica program.
 type replicaClient struct {
 	name   string
 	interp string
@@ -110,16 +112,23 @@ func replicaClients() []replicaClient {
 	return []replicaClient{
 		{"python-libsql", "python3", "replica.py", nil},
 		{"libsql-client-js", "node", "replica.js", []string{"NODE_PATH=" + modules}},
+		{"libsql-rust", "", "", nil},
 	}
 }
 
 // run runs the application once on its local file.
 func (c replicaClient) run(t *testing.T, local, url, token string, args ...string) replicaRun {
 	t.Helper()
-	script, _ := filepath.Abs(filepath.Join("testdata", "embedded", c.script))
+	name, argv := c.interp, append([]string{local, url, token}, args...)
+	if c.interp == "" {
+		name = rustProgram(t, "replica")
+	} else {
+		script, _ := filepath.Abs(filepath.Join("testdata", "embedded", c.script))
+		argv = append([]string{script}, argv...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.interp, append([]string{script, local, url, token}, args...)...)
+	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.Output() // a failure is the JSON line's error
 	// The client may log to stdout before it (libSQL's core on errors):
@@ -134,7 +143,7 @@ func (c replicaClient) run(t *testing.T, local, url, token string, args ...strin
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = lastLines(string(ee.Stderr), 10)
 		}
-		t.Fatalf("%s printed %q: %v; stderr: %s", c.script, out, jerr, stderr)
+		t.Fatalf("%s printed %q: %v; stderr: %s", c.name, out, jerr, stderr)
 	}
 	return r
 }
@@ -359,9 +368,9 @@ func embeddedSyncsReadsAndWritesThrough(t *testing.T, c replicaClient) {
 	if code, _, _ := syncAnswer(t, host, "/db/app/export/1", ""); code != 401 {
 		t.Fatalf("/export without a token: %d, want 401", code)
 	}
-	// Python shows the 403; @libsql/client falls back to the gRPC
-	// replication service on any /info error and reports only
-	// "Replication(PrimaryHandshakeTimeout)".
+	// Python shows the 403; @libsql/client and the libsql crate fall back
+	// to the gRPC replication service on any /info error other than 401
+	// and report only a handshake timeout.
 	for _, tok := range []string{embOther, embOtRO} {
 		if r := runReplica(t, filepath.Join(t.TempDir(), "other.db"), url, tok, "sync"); r.Error == "" ||
 			(c.name == "python-libsql" && !strings.Contains(r.Error, "403")) {

@@ -123,7 +123,7 @@ jdbc_program() {
 jdbc_program &
 jdbc_pid=$!
 
-# The libsql crate's conformance program (remote feature only), built into a
+# The libsql crate's two programs (the remote client, an embedded replica), built into a
 # target directory the tests reuse; they build it offline afterwards.
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then PATH="$HOME/.cargo/bin:$PATH"; fi
 if ! command -v cargo >/dev/null 2>&1; then
@@ -131,7 +131,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 	curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --no-modify-path >/dev/null
 	PATH="$HOME/.cargo/bin:$PATH"
 fi
-step "libsql crate program (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~1 minute the first time)"
+step "libsql crate programs (e2e/testdata/clients/libsql-rust) into $TOOLS/cargo-target (~2 minutes the first time)"
 (cd e2e/testdata/clients/libsql-rust && cargo build --release -q --target-dir "$TOOLS/cargo-target")
 
 if ! wait "$jdbc_pid"; then
