@@ -101,6 +101,19 @@ const (
 
 type scrape map[string]float64
 
+// hranaRequests is how many Hrana requests (pipeline and cursor, every
+// version) the server has answered for the database.
+func (s scrape) hranaRequests() float64 {
+	n := 0.0
+	for k, v := range s {
+		if strings.HasPrefix(k, "sluice_http_request_duration_seconds_count{") && strings.Contains(k, `db="app"`) &&
+			(strings.Contains(k, "/pipeline") || strings.Contains(k, "/cursor")) {
+			n += v
+		}
+	}
+	return n
+}
+
 func (s scrape) get(series string) float64 { return s[series] }
 
 func (s scrape) syncRequests() float64 { return s[metricSyncCount] }

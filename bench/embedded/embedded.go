@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/bench/netdelay"
 	"github.com/sluicedb/sluice/bench/targets"
 	"github.com/sluicedb/sluice/internal/minioproc"
 	"github.com/sluicedb/sluice/replica/replicaurl"
@@ -23,11 +24,17 @@ type Options struct {
 	Client      string // "node" (@libsql/client) or "python" (PyPI libsql) [node]
 	NodeModules string // where @libsql/client is installed
 	Python      string // the python3 that has libsql [python3]
-	Replicas    int    // embedded replicas, one process each [4]
-	Rows        int    // rows in the database before the run [20000]
-	RowBytes    int    // bytes of each row's value [100]
-	Reads       int    // local point reads per replica [20000]
-	HranaReads  int    // the same reads over Hrana per replica [1000]
+	Tools       string // where the rust client is built [DefaultTools()]
+	// ClientRTT, if positive, adds a round trip of this length between the
+	// applications and the server for a third set of Hrana reads (through a
+	// TCP proxy that delays each direction by half of it), as a network
+	// between two hosts would.
+	ClientRTT  time.Duration
+	Replicas   int // embedded replicas, one process each [4]
+	Rows       int // rows in the database before the run [20000]
+	RowBytes   int // bytes of each row's value [100]
+	Reads      int // local point reads per replica [20000]
+	HranaReads int // the same reads over Hrana per replica [1000]
 	// Follow is how long the replicas sync in a loop while the writer
 	// inserts (the lag) [10s]; WriteEvery paces the writer [20ms].
 	Follow     time.Duration
@@ -50,6 +57,9 @@ func (o *Options) defaults() {
 	}
 	if o.Python == "" {
 		o.Python = "python3"
+	}
+	if o.Tools == "" {
+		o.Tools = DefaultTools()
 	}
 	def(&o.Replicas, 4)
 	def(&o.Rows, 20000)
@@ -77,13 +87,17 @@ const (
 type Report struct {
 	Client         string
 	Replicas, Rows int
+	ClientRTT      time.Duration // the round trip added for the far Hrana reads (0: none)
 	DatabaseBytes  int64
 
 	LocalP50us, LocalP99us, LocalPerSec float64
 	HranaP50us, HranaP99us, HranaPerSec float64
 	ReadRatio                           float64 // local per second / Hrana per second, per client (the lowest), all at once
 	AloneLocalPerSec, AloneHranaPerSec  float64 // one client alone
+	AloneLocalP50us, AloneHranaP50us    float64
 	AloneRatio                          float64
+	FarPerSec, FarP50us, FarRatio       float64 // the same client alone over Hrana across ClientRTT
+	HranaRequestsPerRead                float64 // Hrana requests the client sent per remote read
 
 	WritesAcked             int
 	LagP50ms, LagP99ms      float64
@@ -117,7 +131,7 @@ const (
 // Run measures, printing as it goes to out.
 func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	o.defaults()
-	rep := &Report{Client: o.Client, Replicas: o.Replicas, Rows: o.Rows}
+	rep := &Report{Client: o.Client, Replicas: o.Replicas, Rows: o.Rows, ClientRTT: o.ClientRTT}
 	mio, err := minioproc.Start(ctx, filepath.Join(o.WorkDir, "minio"))
 	if err != nil {
 		return nil, err
@@ -154,8 +168,21 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 		o.Sluice, o.Replicas, clientName(o.Client), o.Rows, rep.DatabaseBytes>>10)
 
 	// The replicas bootstrap.
-	syncURL := srv.URL + "/db/app/"
-	waitURL := fmt.Sprintf("%s/db/app/wait/%s/", srv.URL, o.SyncWait)
+	urls := workerURLs{sync: srv.URL + "/db/app/", wait: fmt.Sprintf("%s/db/app/wait/%s/", srv.URL, o.SyncWait)}
+	var far *netdelay.Proxy
+	if o.ClientRTT > 0 {
+		if far, err = netdelay.Start(strings.TrimPrefix(srv.URL, "http://"), o.ClientRTT); err != nil {
+			return nil, err
+		}
+		defer far.Close()
+		urls.far = "http://" + far.Addr + "/db/app/"
+	}
+	program := ""
+	if o.Client == "rust" {
+		if program, err = BuildRustWorker(ctx, o.Tools, out); err != nil {
+			return nil, err
+		}
+	}
 	workers := make([]*worker, o.Replicas)
 	defer func() {
 		for _, w := range workers {
@@ -166,7 +193,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}()
 	for i := range workers {
 		var ms float64
-		workers[i], ms, err = startWorker(ctx, o.Client, o.WorkDir, o.NodeModules, o.Python, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), syncURL, waitURL, roToken)
+		workers[i], ms, err = startWorker(ctx, o, program, filepath.Join(o.WorkDir, fmt.Sprintf("replica-%d.db", i)), roToken, urls)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +217,7 @@ func Run(ctx context.Context, o Options, out io.Writer) (*Report, error) {
 	}
 	defer func() { _ = stopW() }()
 
-	if err := measureReads(o, workers, rep, out); err != nil {
+	if err := measureReads(o, c, far, workers, rep, out); err != nil {
 		return nil, err
 	}
 	lf, err := measureLag(o, c, srv.Pid(), workers, wr, false)
@@ -254,7 +281,12 @@ func judge(rep *Report, out io.Writer) {
 		rep.Verdicts = append(rep.Verdicts, line)
 		fmt.Fprintln(out, line)
 	}
-	check(rep.AloneRatio >= TargetReadRatio, "a client's local reads %.0f× its Hrana read rate, alone (target ≥ %d×; all %d at once: %.0f×)", rep.AloneRatio, TargetReadRatio, rep.Replicas, rep.ReadRatio)
+	if rep.ClientRTT > 0 {
+		check(rep.FarRatio >= TargetReadRatio, "a client's local reads %.0f× its Hrana read rate across a %s round trip, alone (target ≥ %d×; on loopback %.0f×, all %d at once %.0f×)",
+			rep.FarRatio, rep.ClientRTT, TargetReadRatio, rep.AloneRatio, rep.Replicas, rep.ReadRatio)
+	} else {
+		check(rep.AloneRatio >= TargetReadRatio, "a client's local reads %.0f× its Hrana read rate on loopback, alone (target ≥ %d×; all %d at once: %.0f×)", rep.AloneRatio, TargetReadRatio, rep.Replicas, rep.ReadRatio)
+	}
 	check(rep.EmptySyncServerUs <= float64(TargetEmptySync.Microseconds()), "an empty sync takes %.0f µs of server time (target ≤ %s)", rep.EmptySyncServerUs, TargetEmptySync)
 	check(rep.CommitsSyncBytesPerPage <= TargetSyncOverPgs, "a sync after the commits moves %.2f× the changed pages' bytes (target ≤ %.0f×)", rep.CommitsSyncBytesPerPage, TargetSyncOverPgs)
 }
@@ -269,18 +301,24 @@ func pct(v []float64, p float64) float64 {
 	return v[i]
 }
 
-// DefaultNodeModules is where make deps installs @libsql/client.
-func DefaultNodeModules() string {
+// DefaultTools is the directory make deps installs the tests' tools in.
+func DefaultTools() string {
 	if d := os.Getenv("SLUICE_TOOLS"); d != "" {
-		return filepath.Join(d, "node_modules")
+		return d
 	}
 	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "sluice-tools", "node_modules")
+	return filepath.Join(home, ".cache", "sluice-tools")
 }
 
+// DefaultNodeModules is where make deps installs @libsql/client.
+func DefaultNodeModules() string { return filepath.Join(DefaultTools(), "node_modules") }
+
 func clientName(c string) string {
-	if c == "python" {
+	switch c {
+	case "python":
 		return "PyPI libsql"
+	case "rust":
+		return "libsql crate"
 	}
 	return "@libsql/client"
 }

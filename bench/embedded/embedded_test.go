@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// A short run with each real client against a real sluice serve on MinIO:
+// A short run with each real client (the libsql crate's built with cargo
+// here, in the tools directory) against a real sluice serve on MinIO:
 // every acknowledged row reaches every replica (Run checks), the lag is
 // measured with sync() in a loop and through the waiting URL, a sync with
 // nothing new is one request that moves nothing, and a sync after the
@@ -35,7 +36,7 @@ func TestShortRunWithEachClient(t *testing.T) {
 			rep, err := Run(ctx, Options{Sluice: sluice, WorkDir: t.TempDir(), Client: client,
 				NodeModules: DefaultNodeModules(), Python: python,
 				Replicas: 2, Rows: 2000, Reads: 300, HranaReads: 30, Follow: time.Second, SyncWait: time.Second,
-				EmptySyncs: 10, Commits: 20}, io.MultiWriter(&out, testWriter{t}))
+				EmptySyncs: 10, Commits: 20, ClientRTT: 2 * time.Millisecond}, io.MultiWriter(&out, testWriter{t}))
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
 			}
@@ -50,6 +51,11 @@ func TestShortRunWithEachClient(t *testing.T) {
 			}
 			if w := rep.WaitLag; w == nil || w.Pairs == 0 || w.P50ms <= 0 || w.Answers == "" {
 				t.Fatalf("no lag measured through the waiting sync URL: %+v", w)
+			}
+			// Reads across the added round trip pay it at least once each.
+			if rep.HranaRequestsPerRead < 1 || rep.FarP50us < 2000 || rep.FarRatio <= 0 {
+				t.Fatalf("Hrana reads: %.2f requests per read, p50 %.0f µs on loopback and %.0f µs across 2 ms (ratios %.0f×, %.0f×)",
+					rep.HranaRequestsPerRead, rep.AloneHranaP50us, rep.FarP50us, rep.AloneRatio, rep.FarRatio)
 			}
 			if rep.WritesAcked == 0 || rep.LagP50ms <= 0 {
 				t.Fatalf("the writer: %d acknowledged, lag p50 %.1f ms", rep.WritesAcked, rep.LagP50ms)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/superfly/ltx"
 
+	"github.com/sluicedb/sluice/bench/netdelay"
 	"github.com/sluicedb/sluice/bench/targets"
 	"github.com/sluicedb/sluice/replica"
 )
@@ -24,7 +25,7 @@ type syncAnswer struct {
 
 // measureReads runs the point reads on every replica at once, locally,
 // then over Hrana from the same processes.
-func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) error {
+func measureReads(o Options, c *client, far *netdelay.Proxy, workers []*worker, rep *Report, out io.Writer) error {
 	type reads struct {
 		Lat []float64 `json:"lat"`
 		Ms  float64   `json:"ms"`
@@ -36,10 +37,21 @@ func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) erro
 	// One client alone first (the others idle): its own read rates,
 	// locally and over Hrana, with the machine's cores not shared among
 	// the bench's own processes.
+	// The Hrana requests a read took tell how many round trips it pays.
 	alone := workers[:1]
+	var perRead float64
 	one := func(where string, n int) (reads, error) {
 		var r reads
-		return r, alone[0].call(map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, &r)
+		before, err := c.metrics()
+		if err != nil {
+			return r, err
+		}
+		if err := alone[0].call(map[string]any{"op": "reads", "where": where, "n": n, "maxId": o.Rows}, &r); err != nil {
+			return r, err
+		}
+		after, err := c.metrics()
+		perRead = (after.hranaRequests() - before.hranaRequests()) / float64(n)
+		return r, err
 	}
 	l1, err := one("local", o.Reads)
 	if err != nil {
@@ -49,13 +61,29 @@ func measureReads(o Options, workers []*worker, rep *Report, out io.Writer) erro
 	if err != nil {
 		return err
 	}
+	rep.HranaRequestsPerRead = perRead
 	rep.AloneLocalPerSec = float64(len(l1.Lat)) / (l1.Ms / 1000)
 	rep.AloneHranaPerSec = float64(len(h1.Lat)) / (h1.Ms / 1000)
 	rep.AloneRatio = rep.AloneLocalPerSec / rep.AloneHranaPerSec
+	rep.AloneLocalP50us, rep.AloneHranaP50us = pct(l1.Lat, 50), pct(h1.Lat, 50)
 	fmt.Fprintf(out, "point reads by one client alone, a writer inserting every %s (%d CPUs):\n", o.WriteEvery, runtime.NumCPU())
-	fmt.Fprintf(out, "  local (embedded replica): p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s\n", pct(l1.Lat, 50), pct(l1.Lat, 99), rep.AloneLocalPerSec)
-	fmt.Fprintf(out, "  Hrana (same client):      p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s\n", pct(h1.Lat, 50), pct(h1.Lat, 99), rep.AloneHranaPerSec)
-	fmt.Fprintf(out, "  local/Hrana read rate: %.0f×\n", rep.AloneRatio)
+	fmt.Fprintf(out, "  local (embedded replica):  p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s\n", pct(l1.Lat, 50), pct(l1.Lat, 99), rep.AloneLocalPerSec)
+	fmt.Fprintf(out, "  Hrana on loopback:         p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s (%.2f requests per read)\n", pct(h1.Lat, 50), pct(h1.Lat, 99), rep.AloneHranaPerSec, perRead)
+	if far != nil {
+		conns := far.Accepted()
+		f1, err := one("far", o.HranaReads)
+		if err != nil {
+			return err
+		}
+		rep.FarPerSec = float64(len(f1.Lat)) / (f1.Ms / 1000)
+		rep.FarP50us = pct(f1.Lat, 50)
+		rep.FarRatio = rep.AloneLocalPerSec / rep.FarPerSec
+		fmt.Fprintf(out, "  Hrana across a %s round trip: p50 %8.1f µs  p99 %8.1f µs  %9.0f reads/s (%.0f µs more at p50; %.2f requests per read, %d connections for %d reads)\n",
+			o.ClientRTT, rep.FarP50us, pct(f1.Lat, 99), rep.FarPerSec, rep.FarP50us-rep.AloneHranaP50us, perRead, far.Accepted()-conns, o.HranaReads)
+		fmt.Fprintf(out, "  local/Hrana read rate: %.0f× on loopback, %.0f× across a %s round trip\n", rep.AloneRatio, rep.FarRatio, o.ClientRTT)
+	} else {
+		fmt.Fprintf(out, "  local/Hrana read rate: %.0f×\n", rep.AloneRatio)
+	}
 
 	local, err := run("local", o.Reads)
 	if err != nil {

@@ -20,9 +20,9 @@ var workerJS []byte
 //go:embed worker.py
 var workerPy []byte
 
-// Clients are the applications a run can use: @libsql/client (node) or
-// PyPI libsql (python3).
-var Clients = []string{"node", "python"}
+// Clients are the applications a run can use: @libsql/client (node), PyPI
+// libsql (python3) or the libsql crate (rust, a program built with cargo).
+var Clients = []string{"node", "python", "rust"}
 
 // worker is one application process with an embedded replica.
 type worker struct {
@@ -54,22 +54,33 @@ func (t *tail) String() string {
 	return string(t.b)
 }
 
-// startWorker starts one application on local, synced from syncURL (and a
-// second replica beside it from waitURL, when a phase asks), and
-// waits for its replica's bootstrap.
-func startWorker(ctx context.Context, client, dir, nodeModules, python, local, syncURL, waitURL, token string) (*worker, float64, error) {
-	name, body, interp := "worker.js", workerJS, "node"
-	if client == "python" {
-		name, body, interp = "worker.py", workerPy, python
-	}
-	script := filepath.Join(dir, name)
-	if _, err := os.Stat(script); err != nil {
-		if err := os.WriteFile(script, body, 0o644); err != nil {
-			return nil, 0, err
+// workerURLs are where an application reaches the server: its replica
+// syncs from sync (and a second replica beside it from wait, when a phase
+// asks); its remote reads go to sync, and to far when a network round trip
+// is added.
+type workerURLs struct{ sync, wait, far string }
+
+// startWorker starts one application on local and waits for its replica's
+// bootstrap. program is the rust client's built program.
+func startWorker(ctx context.Context, o Options, program, local, token string, urls workerURLs) (*worker, float64, error) {
+	args := []string{local, urls.sync, token, urls.wait, urls.far}
+	interp := program
+	if o.Client != "rust" {
+		name, body := "worker.js", workerJS
+		interp = "node"
+		if o.Client == "python" {
+			name, body, interp = "worker.py", workerPy, o.Python
 		}
+		script := filepath.Join(o.WorkDir, name)
+		if _, err := os.Stat(script); err != nil {
+			if err := os.WriteFile(script, body, 0o644); err != nil {
+				return nil, 0, err
+			}
+		}
+		args = append([]string{script}, args...)
 	}
-	cmd := exec.CommandContext(ctx, interp, script, local, syncURL, token, waitURL)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+	cmd := exec.CommandContext(ctx, interp, args...)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+o.NodeModules)
 	w := &worker{cmd: cmd, stderr: &tail{}}
 	cmd.Stderr = w.stderr
 	var err error
@@ -81,7 +92,7 @@ func startWorker(ctx context.Context, client, dir, nodeModules, python, local, s
 		return nil, 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, 0, fmt.Errorf("start %s (the embedded replicas are %s processes): %w", interp, client, err)
+		return nil, 0, fmt.Errorf("start %s (the embedded replicas are %s processes): %w", interp, o.Client, err)
 	}
 	w.out = bufio.NewScanner(stdout)
 	w.out.Buffer(make([]byte, 1<<20), 256<<20)

@@ -1,12 +1,13 @@
 // One application with an embedded replica (@libsql/client), driven by
 // sluice-bench embedded over stdin/stdout, one JSON line each way. It keeps
 // a local replica of the database (reads: local) and a remote client of the
-// same database (reads: Hrana), so both are measured from the same client.
+// same database (reads: Hrana; with a fifth argument, also through a proxy
+// that adds a network round trip), so both are measured from the same client.
 "use strict";
 const { createClient } = require("@libsql/client");
 const readline = require("readline");
 
-const [local, syncUrl, token, waitUrl] = process.argv.slice(2);
+const [local, syncUrl, token, waitUrl, farUrl] = process.argv.slice(2);
 const now = () => performance.timeOrigin + performance.now(); // wall clock, ms
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
@@ -15,6 +16,7 @@ async function main() {
   const replica = createClient({ url: "file:" + local, syncUrl, authToken: token });
   await replica.sync();
   const remote = createClient({ url: syncUrl, authToken: token });
+  const far = farUrl ? createClient({ url: farUrl, authToken: token }) : null;
   out({ ready: true, bootstrapMs: now() - t0 });
   let waiting = null;
   const rl = readline.createInterface({ input: process.stdin });
@@ -23,7 +25,8 @@ async function main() {
     try {
       if (cmd.op === "reads") {
         // Point reads by random id: microseconds each, and the rate.
-        const db = cmd.where === "local" ? replica : remote;
+        const db = { local: replica, remote, far }[cmd.where];
+        if (!db) throw new Error(`no client for reads ${cmd.where}`);
         const lat = [];
         const start = now();
         for (let i = 0; i < cmd.n; i++) {
@@ -78,6 +81,7 @@ async function main() {
   }
   replica.close();
   remote.close();
+  if (far) far.close();
   if (waiting) waiting.close();
 }
 main().catch((e) => {

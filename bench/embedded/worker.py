@@ -1,7 +1,8 @@
 # One application with an embedded replica (PyPI libsql), driven by
 # sluice-bench embedded over stdin/stdout exactly as worker.js is: a local
 # replica of the database (reads: local) and a remote connection to the
-# same database (reads: Hrana), so both are measured from the same client.
+# same database (reads: Hrana; with a fifth argument, also through a proxy
+# that adds a network round trip), so both are measured from the same client.
 import json
 import random
 import sys
@@ -11,6 +12,7 @@ import libsql
 
 local, sync_url, token = sys.argv[1], sys.argv[2], sys.argv[3]
 wait_url = sys.argv[4] if len(sys.argv) > 4 else ""
+far_url = sys.argv[5] if len(sys.argv) > 5 else ""
 
 
 def out(o):
@@ -26,7 +28,6 @@ def main():
     t0 = now_ms()
     replica = libsql.connect(local, sync_url=sync_url, auth_token=token)
     replica.sync()
-    remote = libsql.connect(sync_url, auth_token=token)
     out({"ready": True, "bootstrapMs": now_ms() - t0})
     waiting = None
     for line in sys.stdin:
@@ -34,7 +35,12 @@ def main():
         try:
             op = cmd["op"]
             if op == "reads":
-                db = replica if cmd["where"] == "local" else remote
+                # A remote connection holds a Hrana stream, which the server
+                # (as sqld) expires after 10 s idle: a new one per command.
+                url = {"remote": sync_url, "far": far_url}.get(cmd["where"])
+                db = replica if cmd["where"] == "local" else libsql.connect(url, auth_token=token) if url else None
+                if db is None:
+                    raise Exception("no connection for reads %s" % cmd["where"])
                 lat = []
                 start = now_ms()
                 for _ in range(cmd["n"]):

@@ -6,13 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/bench/embedded"
 )
 
-// sluice-bench embedded: libSQL embedded replicas (real @libsql/client or
-// PyPI libsql processes) reading locally while a writer inserts through sluice serve
+// sluice-bench embedded: libSQL embedded replicas (real @libsql/client,
+// PyPI libsql or libsql crate processes) reading locally while a writer inserts through sluice serve
 // on MinIO; local reads beside Hrana reads from the same clients, the lag
 // to visibility after sync(), what a sync moves and costs the server.
 
@@ -30,8 +32,10 @@ func runBenchEmbedded(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.WriteEvery, "write-every", 20*time.Millisecond, "the writer's pace: one single-row insert this often")
 	fs.IntVar(&o.EmptySyncs, "empty-syncs", 200, "syncs with nothing new, per replica")
 	fs.IntVar(&o.Commits, "commits", 100, "single-row commits before the one measured sync")
-	fs.StringVar(&o.Client, "client", "node", "the embedded replicas' client: node (@libsql/client) or python (PyPI libsql)")
+	fs.StringVar(&o.Client, "client", "node", "the embedded replicas' client: node (@libsql/client), python (PyPI libsql) or rust (the libsql crate, built with cargo)")
 	fs.StringVar(&o.Python, "python", "python3", "with -client python: the python3 that has libsql installed")
+	fs.StringVar(&o.Tools, "tools", embedded.DefaultTools(), "with -client rust: the directory the libsql crate's application is built in (its cargo-target/ is shared with make deps)")
+	fs.DurationVar(&o.ClientRTT, "client-rtt", time.Millisecond, "also read over Hrana across this added round trip (a TCP proxy delaying each direction by half of it), as from another host; the read target is judged there, loopback beside it; 0: loopback only")
 	nodeModules := fs.String("node-modules", embedded.DefaultNodeModules(), "the node_modules directory holding @libsql/client")
 	jsonOut := fs.String("json", "", "also write the figures to this file as JSON")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -40,8 +44,11 @@ func runBenchEmbedded(ctx context.Context, args []string) error {
 	if o.Replicas < 1 || o.Rows < 1 || o.Reads < 1 || o.HranaReads < 1 || o.EmptySyncs < 1 || o.Commits < 1 {
 		return usagef("embedded", "-replicas, -rows, -reads, -hrana-reads, -empty-syncs and -commits must be at least 1")
 	}
-	if o.Client != "node" && o.Client != "python" {
-		return usagef("embedded", "-client is node or python, not %q", o.Client)
+	if !slices.Contains(embedded.Clients, o.Client) {
+		return usagef("embedded", "-client is one of %s, not %q", strings.Join(embedded.Clients, ", "), o.Client)
+	}
+	if o.ClientRTT < 0 {
+		return usagef("embedded", "-client-rtt is a duration of 0 or more, not %s", o.ClientRTT)
 	}
 	sluice, err := sluiceBinary()
 	if err != nil {
