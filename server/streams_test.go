@@ -332,3 +332,40 @@ func TestLongJSONBatchIsCutAtTheRequestTimeout(t *testing.T) {
 		t.Fatalf("rows: %s, want 1", n)
 	}
 }
+
+// A stream that idled out holding nothing is continued by its last baton
+// (clients that keep one stream per connection cannot recover from
+// STREAM_EXPIRED); one that held a connection setting, a TEMP table or a
+// transaction is not, and nothing of its transaction is applied.
+func TestOnlyStreamsThatHeldNothingContinueAfterIdling(t *testing.T) {
+	_, ts, _ := newTestServer(t, func(c *Config) {
+		c.Tokens = []TokenConfig{{Token: "idler-12345"}}
+		c.Hrana.IdleTimeout = Duration(300 * time.Millisecond)
+	})
+	base, tok := ts.URL, "idler-12345"
+	expect(t, do(t, "PUT", base+"/v1/databases/d", tok, ""), 201)
+	pipeline(t, base, "d", tok, nil, "CREATE TABLE t (x)", "close").mustOK(t, "create")
+
+	plain := pipeline(t, base, "d", tok, nil, "INSERT INTO t VALUES ('plain')")
+	plain.mustOK(t, "plain")
+	held := map[string]hranaAnswer{
+		"a connection setting": pipeline(t, base, "d", tok, nil, "PRAGMA foreign_keys = OFF"),
+		"a TEMP table":         pipeline(t, base, "d", tok, nil, "CREATE TEMP TABLE scratch (y)"),
+		"a transaction":        pipeline(t, base, "d", tok, nil, "BEGIN", "INSERT INTO t VALUES ('in a transaction')"),
+	}
+	for what, a := range held {
+		a.mustOK(t, what)
+	}
+	time.Sleep(700 * time.Millisecond) // past the idle timeout: every stream reaped
+
+	again := pipeline(t, base, "d", tok, plain.Baton, "INSERT INTO t VALUES ('after idling')")
+	again.mustOK(t, "the stream that held nothing, after idling out")
+	for what, a := range held {
+		if late := pipeline(t, base, "d", tok, a.Baton, "INSERT INTO t VALUES ('late')", "COMMIT"); late.status != 400 || late.Code != "STREAM_EXPIRED" {
+			t.Fatalf("a stream that held %s, after idling out: %d %s %s", what, late.status, late.Code, late.Message)
+		}
+	}
+	if got := string(do(t, "POST", base+"/v1/databases/d/query", tok, `{"sql":"SELECT group_concat(x, '|') FROM t"}`).body); !strings.Contains(got, `"plain|after idling"`) {
+		t.Fatalf("rows after the idle streams: %s", got)
+	}
+}

@@ -280,13 +280,72 @@ func TestTransactionTimeoutRollsBackAndFreesTheWriter(t *testing.T) {
 	}
 }
 
-func TestIdleStreamsExpire(t *testing.T) {
+// An idle stream is reaped. One that held nothing (no transaction, no
+// changed connection, no stored SQL) is continued by its last baton, as if
+// it had never expired; one that held anything answers STREAM_EXPIRED (or
+// why it ended), and nothing it began is applied. (Changed connections need
+// the real server's shared connections: server/streams_test.go.)
+func TestIdleStreamsExpireAndOnlyEmptyOnesContinue(t *testing.T) {
 	ts := newTestServer(t, Config{IdleTimeout: 100 * time.Millisecond, TxTimeout: 10 * time.Second})
-	baton, _ := pipe(t, ts.URL, nil, execReq("SELECT 1"))
-	eventually(t, "the idle stream to be reaped", func() bool { return ts.h.streams.Streams() == 0 })
-	status, out := post(t, ts.URL+"/v2/pipeline", map[string]any{"baton": baton, "requests": []any{execReq("SELECT 2")}})
-	if status != http.StatusBadRequest || out["code"] != "STREAM_EXPIRED" {
-		t.Fatalf("expired stream: %d %v", status, out)
+	u := ts.URL
+	pipe(t, u, nil, execReq("CREATE TABLE idle (x)"), closeReq)
+	reaped := func() {
+		eventually(t, "the idle streams to be reaped", func() bool { return ts.h.streams.Streams() == 0 })
+	}
+	next := func(baton any, sql string) (int, map[string]any) {
+		return post(t, u+"/v2/pipeline", map[string]any{"baton": baton, "requests": []any{execReq(sql)}})
+	}
+
+	// Held nothing: continued, twice over, by each newest baton.
+	clean, res := pipe(t, u, nil, execReq("INSERT INTO idle VALUES ('clean')"))
+	mustOK(t, res[0])
+	for round := range 2 {
+		reaped()
+		status, out := next(clean, "INSERT INTO idle VALUES ('after idling')")
+		if status != http.StatusOK {
+			t.Fatalf("round %d: a stream that held nothing, after idling out: %d %v", round, status, out)
+		}
+		mustOK(t, out["results"].([]any)[0].(map[string]any))
+		clean = out["baton"]
+	}
+	// Its earlier batons stay spent.
+	status, out := next(clean, "SELECT 1")
+	if status != http.StatusOK {
+		t.Fatalf("the newest baton: %d %v", status, out)
+	}
+	if status, out := next(clean, "SELECT 1"); status != http.StatusBadRequest || out["code"] != "BATON_REUSED" {
+		t.Fatalf("a spent baton: %d %v", status, out)
+	}
+
+	// Held something: refused, its work not applied.
+	inTx, _ := pipe(t, u, nil, execReq("BEGIN"), execReq("INSERT INTO idle VALUES ('in a transaction')"))
+	stored, _ := pipe(t, u, nil, map[string]any{"type": "store_sql", "sql_id": 1, "sql": "SELECT 1"})
+	reaped()
+	for name, baton := range map[string]any{"an open transaction": inTx, "stored SQL": stored} {
+		if status, out := next(baton, "INSERT INTO idle VALUES ('late')"); status != http.StatusBadRequest || out["code"] != "STREAM_EXPIRED" {
+			t.Fatalf("a stream that held %s, after idling out: %d %v", name, status, out)
+		}
+	}
+	if got := queryValue(t, u, "SELECT group_concat(x, '|') FROM idle"); got.(map[string]any)["value"] != "clean|after idling|after idling" {
+		t.Fatalf("rows: %v", got)
+	}
+}
+
+// A transaction rolled back for its length, then idle past the stream's
+// timeout, is still told as rolled back: its stream is not continued.
+func TestATimedOutTransactionIsToldEvenAfterIdling(t *testing.T) {
+	ts := newTestServer(t, Config{TxTimeout: 100 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
+	u := ts.URL
+	pipe(t, u, nil, execReq("CREATE TABLE tt (x)"), closeReq)
+	baton, res := pipe(t, u, nil, execReq("BEGIN"), execReq("INSERT INTO tt VALUES (1)"))
+	mustOK(t, res[1])
+	eventually(t, "the stream to be reaped", func() bool { return ts.h.streams.Streams() == 0 })
+	status, out := post(t, u+"/v2/pipeline", map[string]any{"baton": baton, "requests": []any{execReq("INSERT INTO tt VALUES (2)"), execReq("COMMIT")}})
+	if status != http.StatusBadRequest || (out["code"] != "TRANSACTION_TIMEOUT" && out["code"] != "STREAM_EXPIRED") {
+		t.Fatalf("a late statement on a timed-out transaction: %d %v", status, out)
+	}
+	if got := queryValue(t, u, "SELECT count(*) FROM tt"); got.(map[string]any)["value"] != "0" {
+		t.Fatalf("rows: %v (nothing of the timed-out transaction may be applied)", got)
 	}
 }
 

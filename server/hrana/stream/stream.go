@@ -79,6 +79,15 @@ func (r *Registry) Acquire(baton *string, db dbhost.Database, owner string, oneS
 			"the baton is not valid for database %q (forged, corrupted or issued for another database); start a new stream with a null baton", db.Name())}
 	}
 	s := r.streams[id]
+	if s == nil {
+		if s = r.resume(id, seq, db, owner); s != nil {
+			if e := r.reserve(s); e != nil {
+				return nil, RefusedQuota, e
+			}
+			r.streams[id] = s // busy: the same baton sent twice at once is refused as reused
+			return s, 0, nil
+		}
+	}
 	if s == nil || s.db.Name() != db.Name() || s.owner != owner {
 		return nil, RefusedBaton, &proto.Error{Code: "STREAM_EXPIRED", Message: fmt.Sprintf(
 			"the stream on database %q is closed or expired (idle for more than %s); its transaction, if any, was rolled back: start a new stream", db.Name(), r.cfg.IdleTimeout)}
@@ -217,6 +226,7 @@ func (r *Registry) reapOnce(now time.Time) {
 				"the transaction on database %q was open for more than %s and was rolled back; keep interactive transactions short or raise the transaction timeout",
 				s.db.Name(), r.cfg.TxTimeout)}
 		case now.Sub(s.lastUsed) > r.cfg.IdleTimeout:
+			r.rememberClean(s, now)
 			if s.sess != nil {
 				victims = append(victims, victim{s.sess, s.db.Name(), "idle timeout"})
 				s.sess = nil
@@ -224,6 +234,7 @@ func (r *Registry) reapOnce(now time.Time) {
 			r.forget(s)
 		}
 	}
+	r.trimResumables(now)
 	r.mu.Unlock()
 	for _, v := range victims {
 		r.log.Info("hrana: rolled back an abandoned transaction", "db", v.db, "reason", v.why)
