@@ -356,7 +356,7 @@ func TestOnlyStreamsThatHeldNothingContinueAfterIdling(t *testing.T) {
 	for what, a := range held {
 		a.mustOK(t, what)
 	}
-	time.Sleep(700 * time.Millisecond) // past the idle timeout: every stream reaped
+	time.Sleep(1200 * time.Millisecond) // well past the idle timeout: every stream reaped
 
 	again := pipeline(t, base, "d", tok, plain.Baton, "INSERT INTO t VALUES ('after idling')")
 	again.mustOK(t, "the stream that held nothing, after idling out")
@@ -368,4 +368,29 @@ func TestOnlyStreamsThatHeldNothingContinueAfterIdling(t *testing.T) {
 	if got := string(do(t, "POST", base+"/v1/databases/d/query", tok, `{"sql":"SELECT group_concat(x, '|') FROM t"}`).body); !strings.Contains(got, `"plain|after idling"`) {
 		t.Fatalf("rows after the idle streams: %s", got)
 	}
+}
+
+// A stream continued after idling out takes a slot of its token's stream
+// quota again; refused for a full quota, it can be continued once a slot
+// is free.
+func TestAContinuedStreamCountsAgainstItsTokensQuota(t *testing.T) {
+	_, ts, _ := newTestServer(t, func(c *Config) {
+		c.Tokens = []TokenConfig{{Token: "idler-12345"}}
+		c.Hrana.IdleTimeout = Duration(time.Second) // the two streams opened below stay open
+		c.Hrana.MaxStreamsPerToken = 2
+	})
+	base, tok := ts.URL, "idler-12345"
+	expect(t, do(t, "PUT", base+"/v1/databases/d", tok, ""), 201)
+	idle := pipeline(t, base, "d", tok, nil, "SELECT 1")
+	idle.mustOK(t, "open")
+	time.Sleep(2500 * time.Millisecond) // reaped, remembered
+	a := pipeline(t, base, "d", tok, nil, "SELECT 1")
+	b := pipeline(t, base, "d", tok, nil, "SELECT 1")
+	a.mustOK(t, "first of two")
+	b.mustOK(t, "second of two")
+	if r := pipeline(t, base, "d", tok, idle.Baton, "SELECT 2"); r.status == 200 || r.Code != "STREAM_LIMIT" {
+		t.Fatalf("continuing a stream past the token's quota: %d %s %s", r.status, r.Code, r.Message)
+	}
+	pipeline(t, base, "d", tok, a.Baton, "close").mustOK(t, "close one")
+	pipeline(t, base, "d", tok, idle.Baton, "SELECT 2").mustOK(t, "continued once a slot is free")
 }

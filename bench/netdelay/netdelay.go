@@ -127,7 +127,8 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		for c := range backlog {
 			sleepUntil(c.at.Add(p.RTT / 2))
 			if _, err := dst.Write(c.b); err != nil {
-				for range backlog { // drain so the reader can finish
+				src.Close() // the reader stops at its next read
+				for range backlog {
 				}
 				return
 			}

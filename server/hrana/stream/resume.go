@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/server/dbhost"
+	"github.com/sluicedb/sluice/server/hrana/proto"
 )
 
 // A stream that idles out holding nothing — no transaction, no changed
@@ -72,12 +73,18 @@ func (r *Registry) trimResumables(now time.Time) {
 
 // resume continues a remembered stream named by a genuine baton: the same
 // id, owner and database, and the baton its last response gave. It returns
-// nil when there is none. Called with r.mu held.
-func (r *Registry) resume(id streamID, seq uint64, db dbhost.Database, owner string) *Stream {
+// nil when there is none, or the quota error that keeps it remembered for
+// a retry. Called with r.mu held.
+func (r *Registry) resume(id streamID, seq uint64, db dbhost.Database, owner string) (*Stream, *proto.Error) {
 	c, ok := r.resumables[id]
 	if !ok || c.seq != seq || c.db != db.Name() || c.owner != owner {
-		return nil
+		return nil, nil
+	}
+	s := &Stream{id: id, db: db, owner: owner, seq: seq, busy: true}
+	if e := r.reserve(s); e != nil {
+		return nil, e
 	}
 	delete(r.resumables, id)
-	return &Stream{id: id, db: db, owner: owner, seq: seq, busy: true}
+	r.streams[id] = s // busy: the same baton sent twice at once is refused as reused
+	return s, nil
 }

@@ -80,12 +80,12 @@ func (r *Registry) Acquire(baton *string, db dbhost.Database, owner string, oneS
 	}
 	s := r.streams[id]
 	if s == nil {
-		if s = r.resume(id, seq, db, owner); s != nil {
-			if e := r.reserve(s); e != nil {
-				return nil, RefusedQuota, e
-			}
-			r.streams[id] = s // busy: the same baton sent twice at once is refused as reused
-			return s, 0, nil
+		resumed, e := r.resume(id, seq, db, owner)
+		if e != nil {
+			return nil, RefusedQuota, e
+		}
+		if resumed != nil {
+			return resumed, 0, nil
 		}
 	}
 	if s == nil || s.db.Name() != db.Name() || s.owner != owner {
