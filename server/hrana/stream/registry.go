@@ -78,8 +78,9 @@ type Registry struct {
 	pins     map[string]map[string]int // sessions by client, then database (pins.go)
 	closed   bool
 
-	resumables  map[streamID]resumable // idled-out streams that held nothing (resume.go)
-	resumeQueue []resumeEntry
+	resumables      map[streamID]resumable // idled-out streams that held nothing (resume.go)
+	resumableOwners map[string]int         // remembered streams by owner
+	resumeQueue     []resumeEntry
 
 	stop      chan struct{}
 	reaperOut chan struct{}
@@ -114,17 +115,18 @@ func NewRegistry(cfg Config) *Registry {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Registry{
-		cfg:        cfg,
-		log:        log,
-		signer:     batonSigner{key: key},
-		streams:    map[streamID]*Stream{},
-		perOwner:   map[string]int{},
-		perDB:      map[string]int{},
-		sessions:   map[string]int{},
-		pins:       map[string]map[string]int{},
-		resumables: map[streamID]resumable{},
-		stop:       make(chan struct{}),
-		reaperOut:  make(chan struct{}),
+		cfg:             cfg,
+		log:             log,
+		signer:          batonSigner{key: key},
+		streams:         map[streamID]*Stream{},
+		perOwner:        map[string]int{},
+		perDB:           map[string]int{},
+		sessions:        map[string]int{},
+		pins:            map[string]map[string]int{},
+		resumables:      map[streamID]resumable{},
+		resumableOwners: map[string]int{},
+		stop:            make(chan struct{}),
+		reaperOut:       make(chan struct{}),
 	}
 	go r.reap()
 	return r

@@ -25,7 +25,8 @@ const (
 	maxResumable = 1 << 16
 )
 
-// resumable is what the registry remembers of an idled-out clean stream:
+// resumable is what the registry remembers of an idled-out clean stream
+// (at most maxResumable in all, and as many per owner as its open streams):
 // the one baton that continues it.
 type resumable struct {
 	seq       uint64
@@ -46,9 +47,25 @@ func (r *Registry) rememberClean(s *Stream, now time.Time) {
 	if s.sess != nil || len(s.sqls) > 0 || s.dead != nil || s.closed {
 		return // it held something, or its end is still to be told
 	}
+	if r.resumableOwners[s.owner] >= r.cfg.MaxStreamsPerToken {
+		return // one token cannot crowd out the others' streams
+	}
 	r.resumables[s.id] = resumable{seq: s.seq, db: s.db.Name(), owner: s.owner, at: now}
+	r.resumableOwners[s.owner]++
 	r.resumeQueue = append(r.resumeQueue, resumeEntry{s.id, now})
 	r.trimResumables(now)
+}
+
+// forgetResumable drops a remembered stream. Called with r.mu held.
+func (r *Registry) forgetResumable(id streamID) {
+	c, ok := r.resumables[id]
+	if !ok {
+		return
+	}
+	delete(r.resumables, id)
+	if r.resumableOwners[c.owner]--; r.resumableOwners[c.owner] <= 0 {
+		delete(r.resumableOwners, c.owner)
+	}
 }
 
 // trimResumables forgets the streams remembered past resumeFor or beyond
@@ -62,12 +79,20 @@ func (r *Registry) trimResumables(now time.Time) {
 			break
 		}
 		if !stale {
-			delete(r.resumables, e.id)
+			r.forgetResumable(e.id)
 		}
 		r.resumeQueue = r.resumeQueue[1:]
 	}
-	if cap(r.resumeQueue) > 2*maxResumable && len(r.resumeQueue) < cap(r.resumeQueue)/4 {
-		r.resumeQueue = append([]resumeEntry(nil), r.resumeQueue...) // give the drained front back
+	// Streams continued leave their entries behind a younger one: keep the
+	// queue within twice what it orders.
+	if len(r.resumeQueue) > 2*len(r.resumables)+1024 {
+		live := make([]resumeEntry, 0, 2*len(r.resumables))
+		for _, e := range r.resumeQueue {
+			if cur, ok := r.resumables[e.id]; ok && cur.at.Equal(e.at) {
+				live = append(live, e)
+			}
+		}
+		r.resumeQueue = live
 	}
 }
 
@@ -84,7 +109,7 @@ func (r *Registry) resume(id streamID, seq uint64, db dbhost.Database, owner str
 	if e := r.reserve(s); e != nil {
 		return nil, e
 	}
-	delete(r.resumables, id)
+	r.forgetResumable(id)
 	r.streams[id] = s // busy: the same baton sent twice at once is refused as reused
 	return s, nil
 }
