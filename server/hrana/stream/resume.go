@@ -34,8 +34,9 @@ type resumable struct {
 	at        time.Time
 }
 
-// resumeQueue orders the remembered streams oldest first (an id may appear
-// again later: only its newest entry, matching resumables' at, counts).
+// resumeEntry is one place in Registry.resumeQueue, which orders the
+// remembered streams oldest first (an id may appear again later: only its
+// newest entry, matching the remembered at, counts).
 type resumeEntry struct {
 	id streamID
 	at time.Time
