@@ -37,32 +37,51 @@ func echo(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func TestEveryRoundTripTakesTheDelayAndKeepsTheBytes(t *testing.T) {
-	const rtt = 20 * time.Millisecond
+// echoThrough starts a proxy with rtt in front of an echo server and
+// returns it with one connection through it.
+func echoThrough(t *testing.T, rtt time.Duration) (*netdelay.Proxy, *echoConn) {
+	t.Helper()
 	p, err := netdelay.Start(echo(t), rtt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	c, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	t.Cleanup(func() { c.Close() })
+	return p, &echoConn{c: c, r: bufio.NewReader(c)}
+}
+
+type echoConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// roundTrip sends line (ending in a newline) and reads it back, timed.
+func (e *echoConn) roundTrip(t *testing.T, line []byte) ([]byte, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if _, err := e.c.Write(line); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.r.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, time.Since(start)
+}
+
+func TestEveryRoundTripTakesTheDelayAndKeepsTheBytes(t *testing.T) {
+	const rtt = 20 * time.Millisecond
+	p, c := echoThrough(t, rtt)
 	var took []time.Duration
 	for i := range 5 {
 		line := bytes.Repeat([]byte{'a' + byte(i)}, 100<<10) // larger than one read
 		line = append(line, '\n')
-		start := time.Now()
-		if _, err := c.Write(line); err != nil {
-			t.Fatal(err)
-		}
-		got, err := r.ReadBytes('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		took = append(took, time.Since(start))
+		got, d := c.roundTrip(t, line)
+		took = append(took, d)
 		if !bytes.Equal(got, line) {
 			t.Fatalf("round trip %d: %d bytes came back changed", i, len(got))
 		}
@@ -82,27 +101,11 @@ func TestEveryRoundTripTakesTheDelayAndKeepsTheBytes(t *testing.T) {
 // timer that wakes late would make of it.
 func TestAShortRoundTripIsNotRoundedUp(t *testing.T) {
 	const rtt = time.Millisecond
-	p, err := netdelay.Start(echo(t), rtt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
+	_, c := echoThrough(t, rtt)
 	var took []time.Duration
 	for range 31 {
-		start := time.Now()
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.ReadBytes('\n'); err != nil {
-			t.Fatal(err)
-		}
-		took = append(took, time.Since(start))
+		_, d := c.roundTrip(t, []byte("ping\n"))
+		took = append(took, d)
 	}
 	slices.Sort(took)
 	median := took[len(took)/2]
